@@ -1,0 +1,43 @@
+"""powertrain: predict DNN training time and power in every power mode of an edge
+accelerator from a few dozen profiled modes, and pick the fastest configuration under a
+power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 of
+"Accelerated training on low-power edge devices")."""
+
+from __future__ import annotations
+
+from .devices import Device, get_device
+from .errors import (
+    DataError,
+    ModeError,
+    ModelFileError,
+    NoFeasibleModeError,
+    PowerTrainError,
+    ProfilingError,
+    SpecError,
+)
+from .profiling.sweep import profile
+from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
+from .twin import Twin
+from .workloads import get_workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataError",
+    "Device",
+    "DeviceSpec",
+    "ModeError",
+    "ModelFileError",
+    "NoFeasibleModeError",
+    "PowerTrainError",
+    "ProfilingError",
+    "SpecError",
+    "Twin",
+    "WorkloadSpec",
+    "__version__",
+    "device_names",
+    "get_device",
+    "get_workload",
+    "profile",
+    "workload_names",
+]

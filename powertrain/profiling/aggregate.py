@@ -1,0 +1,44 @@
+"""From raw minibatch times and power samples to one schema row per configuration.
+
+Why: the paper's cleaning rules (discard the warm-up minibatch, wait for power to settle
+after a mode change, keep only clean minibatches) live here, once, for every backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def stable_since(samples: np.ndarray, window: int = 3, rel_tol: float = 0.03) -> float | None:
+    """Time of the first sample of the first window of ``window`` consecutive power
+    readings whose spread (max - min) is within ``rel_tol`` of their mean; None if none.
+
+    The boards' power takes 2-3 s to settle after a mode change (PowerTrain §2.5).
+    """
+    if len(samples) < window:
+        return None
+    w = samples[:, 1]
+    for i in range(len(w) - window + 1):
+        seg = w[i : i + window]
+        m = seg.mean()
+        if m > 0 and (seg.max() - seg.min()) <= rel_tol * m:
+            return float(samples[i, 0])
+    return None
+
+
+def summarise(times_ms: np.ndarray, power_w: np.ndarray) -> dict:
+    """Median time, mean power and their spreads for the clean part of one configuration.
+
+    A configuration whose clean window holds no power sample gets NaN power and
+    ``n_power_samples`` = 0, never a zero average.
+    """
+    times_ms = np.asarray(times_ms, dtype=float)
+    power_w = np.asarray(power_w, dtype=float)
+    return {
+        "time_ms": float(np.median(times_ms)),
+        "time_ms_std": float(times_ms.std(ddof=1)) if len(times_ms) > 1 else 0.0,
+        "power_w": float(power_w.mean()) if len(power_w) else float("nan"),
+        "power_w_std": float(power_w.std(ddof=1)) if len(power_w) > 1 else 0.0,
+        "n_minibatches": int(len(times_ms)),
+        "n_power_samples": int(len(power_w)),
+    }

@@ -1,0 +1,58 @@
+"""The one small interface every profiling backend implements (twin, jetson, nvml).
+
+Why: the sweep logic (warm-up, power stabilisation, aggregation, crash-safe output) is
+written once against this interface; hardware specifics stay inside each backend, as in
+Zeus's device abstraction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Mapping
+
+import numpy as np
+
+
+class Backend(ABC):
+    """A board (real or simulated) that can be put in a configuration and run minibatches.
+
+    Times are on the backend's own clock (``now``, seconds): wall time on hardware,
+    simulated time on the twin, so profiling-cost figures mean the same on both.
+    """
+
+    #: catalog id of the device being profiled (written to the ``device`` column)
+    device_name: str = "unknown"
+    #: name of the workload being profiled (written to the ``workload`` column)
+    workload_name: str = "unknown"
+    #: sensor sampling period in seconds (1 s on Jetsons through jtop / hwmon polling)
+    sample_period_s: float = 1.0
+
+    @abstractmethod
+    def configure(self, config: Mapping[str, float]) -> None:
+        """Apply one configuration: keys from the schema (cores, cpu_mhz, gpu_mhz, mem_mhz,
+        batch_size) plus any backend-specific knobs. Raise ProfilingError if refused."""
+
+    @abstractmethod
+    def run_minibatch(self) -> float:
+        """Run one training minibatch in the current configuration; return its time in ms."""
+
+    @abstractmethod
+    def now(self) -> float:
+        """Current time on the backend's clock, in seconds."""
+
+    @abstractmethod
+    def power_samples(self, start: float, end: float) -> np.ndarray:
+        """Power sensor readings (W) taken in ``[start, end)`` as an (n, 2) array of
+        (time_s, watts). May be empty when the window is shorter than a sample period."""
+
+    def reset(self) -> None:
+        """Return to the top settings so frequencies can step down again (see sweep_order)."""
+
+    def close(self) -> None:
+        """Restore the board to the state it was in before profiling."""
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,93 @@
+"""The one table format everything exchanges (DESIGN.md, "Data schema"), and its checks.
+
+Why: corpora, samples and predictions cross the package boundary as DataFrames/CSV; a
+bad file must fail here with the file, row and column named, not deep inside pandas.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError
+
+MODE_COLUMNS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
+CONFIG_COLUMNS = MODE_COLUMNS + ("batch_size",)
+TARGET_COLUMNS = ("time_ms", "power_w")
+ID_COLUMNS = ("device", "workload")
+
+
+def _where(source: str | None) -> str:
+    return f"{source}: " if source else ""
+
+
+def check_columns(
+    df: pd.DataFrame,
+    columns: Iterable[str],
+    source: str | None = None,
+    positive: Iterable[str] = (),
+) -> pd.DataFrame:
+    """Check ``columns`` exist, are numeric and finite; ``positive`` ones must be > 0.
+
+    Returns a copy with those columns cast to float (int for cores/batch_size). Errors
+    name the source, the column and the first offending row (1-based data row, as a
+    spreadsheet user would count it; the CSV line is that + 1 for the header).
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"{_where(source)}expected a pandas DataFrame, got {type(df).__name__}")
+    columns = list(columns)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"{_where(source)}missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
+        )
+    if len(df) == 0:
+        raise DataError(f"{_where(source)}the table has no rows")
+    out = df.copy()
+    positive = set(positive)
+    for col in columns:
+        values = pd.to_numeric(out[col], errors="coerce")
+        bad = values.isna() | ~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(
+                f"{_where(source)}row {i + 1}, column '{col}': value {df[col].iloc[i]!r} is not a finite number"
+            )
+        if col in positive and (values <= 0).any():
+            i = int(np.flatnonzero((values <= 0).to_numpy())[0])
+            raise DataError(f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} must be > 0")
+        if col in ("cores", "batch_size"):
+            if (values != np.round(values)).any():
+                i = int(np.flatnonzero((values != np.round(values)).to_numpy())[0])
+                raise DataError(f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} is not an integer")
+            out[col] = values.astype(int)
+        else:
+            out[col] = values.astype(float)
+    return out
+
+
+def check_modes(df: pd.DataFrame, source: str | None = None, batch_size: bool = False) -> pd.DataFrame:
+    """Validate the mode columns (and ``batch_size`` when asked)."""
+    cols = CONFIG_COLUMNS if batch_size else MODE_COLUMNS
+    return check_columns(df, cols, source, positive=cols)
+
+
+def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Validate a measured table: config columns plus positive ``time_ms`` and ``power_w``."""
+    cols = CONFIG_COLUMNS + TARGET_COLUMNS
+    return check_columns(df, cols, source, positive=cols)
+
+
+def read_corpus(path: str | Path) -> pd.DataFrame:
+    """Read and validate a corpus CSV (``.csv`` or ``.csv.gz``); errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a readable CSV ({e})") from None
+    return check_samples(df, source=str(path))

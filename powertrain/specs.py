@@ -1,0 +1,211 @@
+"""Device and workload specs: plain data a user can write, validated on load.
+
+Why: devices and workloads are data, not code branches. The catalog ships JSON files
+in ``powertrain/catalog``; a user can pass their own spec as a dict, a JSON file path or
+a spec object anywhere a catalog name is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Union
+
+from .errors import SpecError
+
+_CATALOG = "powertrain.catalog"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Everything the package knows about one board model.
+
+    ``cpu_mhz``/``gpu_mhz``/``mem_mhz`` are the settable frequency tables; ``cores`` the
+    number of CPU cores (modes use 1..cores online). ``presets`` are the vendor's named
+    modes (nvpmodel) with caps already resolved to table entries. ``twin`` holds the
+    physical parameters the digital twin simulates the board with (optional).
+    """
+
+    name: str
+    cores: int
+    cpu_mhz: tuple[float, ...]
+    gpu_mhz: tuple[float, ...]
+    mem_mhz: tuple[float, ...]
+    description: str = ""
+    min_cores: int = 1
+    presets: tuple[dict, ...] = ()
+    profiling_grid: dict | None = None
+    twin: dict | None = None
+    sysfs: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("cpu_mhz", "gpu_mhz", "mem_mhz", "presets"):
+            d[k] = list(d[k])
+        return d
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A DNN training workload as the twin and the reports see it.
+
+    ``params`` is free-form physics for the twin (FLOPs per sample, bytes moved, CPU
+    work per minibatch, ...); the twin documents which keys it reads.
+    """
+
+    name: str
+    description: str = ""
+    default_batch_size: int = 16
+    num_workers: int = 4
+    dataset_samples: int | None = None
+    params: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_DEVICE_REQUIRED = ("name", "cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
+_WORKLOAD_REQUIRED = ("name",)
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(f"cannot read spec file {path}: {e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"spec file {path} is not valid JSON: line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {path} must hold a JSON object, found {type(data).__name__}")
+    return data
+
+
+def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
+    raw = data.get(key)
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise SpecError(f"{where}: '{key}' must be a non-empty list of frequencies in MHz")
+    out = []
+    for i, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise SpecError(f"{where}: '{key}'[{i}] = {v!r} is not a positive number (MHz)")
+        out.append(float(v))
+    if len(set(out)) != len(out):
+        raise SpecError(f"{where}: '{key}' lists a frequency twice")
+    return tuple(sorted(out))
+
+
+def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
+    """Validate a mapping and build a :class:`DeviceSpec` (``where`` names it in errors)."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a mapping, found {type(data).__name__}")
+    missing = [k for k in _DEVICE_REQUIRED if k not in data]
+    if missing:
+        raise SpecError(f"{where}: missing field(s) {', '.join(missing)}")
+    name = data["name"]
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{where}: 'name' must be a non-empty string")
+    cores = data["cores"]
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise SpecError(f"{where}: 'cores' must be a positive integer, found {cores!r}")
+    min_cores = data.get("min_cores", 1)
+    if not isinstance(min_cores, int) or not 1 <= min_cores <= cores:
+        raise SpecError(f"{where}: 'min_cores' must be an integer in 1..{cores}")
+    spec = DeviceSpec(
+        name=name,
+        cores=cores,
+        cpu_mhz=_freq_table(data, "cpu_mhz", where),
+        gpu_mhz=_freq_table(data, "gpu_mhz", where),
+        mem_mhz=_freq_table(data, "mem_mhz", where),
+        description=str(data.get("description", "")),
+        min_cores=min_cores,
+        presets=tuple(data.get("presets", ())),
+        profiling_grid=data.get("profiling_grid"),
+        twin=data.get("twin"),
+        sysfs=dict(data.get("sysfs", {})),
+        extra={k: v for k, v in data.items() if k not in DeviceSpec.__dataclass_fields__},
+    )
+    for i, p in enumerate(spec.presets):
+        for k in ("name", "cores", "cpu_mhz", "gpu_mhz", "mem_mhz"):
+            if k not in p:
+                raise SpecError(f"{where}: presets[{i}] is missing '{k}'")
+    return spec
+
+
+def workload_spec_from_dict(data: dict, where: str = "workload spec") -> WorkloadSpec:
+    """Validate a mapping and build a :class:`WorkloadSpec`."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a mapping, found {type(data).__name__}")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise SpecError(f"{where}: missing field 'name' (a non-empty string)")
+    bs = data.get("default_batch_size", 16)
+    if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+        raise SpecError(f"{where}: 'default_batch_size' must be a positive integer, found {bs!r}")
+    nw = data.get("num_workers", 4)
+    if isinstance(nw, bool) or not isinstance(nw, int) or nw < 0:
+        raise SpecError(f"{where}: 'num_workers' must be an integer >= 0, found {nw!r}")
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise SpecError(f"{where}: 'params' must be a mapping")
+    return WorkloadSpec(
+        name=data["name"],
+        description=str(data.get("description", "")),
+        default_batch_size=bs,
+        num_workers=nw,
+        dataset_samples=data.get("dataset_samples"),
+        params=dict(params),
+        extra={k: v for k, v in data.items() if k not in WorkloadSpec.__dataclass_fields__},
+    )
+
+
+def _catalog_names(kind: str) -> list[str]:
+    folder = resources.files(_CATALOG) / kind
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def device_names() -> list[str]:
+    """Catalog ids of the shipped devices."""
+    return _catalog_names("devices")
+
+
+def workload_names() -> list[str]:
+    """Catalog names of the shipped workloads."""
+    return _catalog_names("workloads")
+
+
+SpecLike = Union[str, Path, dict, DeviceSpec, WorkloadSpec]
+
+
+def _resolve(spec: Any, kind: str, builder, cls):
+    if isinstance(spec, cls):
+        return spec
+    if isinstance(spec, dict):
+        return builder(spec)
+    if isinstance(spec, (str, Path)):
+        s = str(spec)
+        if s.endswith(".json") or Path(s).is_file():
+            path = Path(s)
+            if not path.is_file():
+                raise SpecError(f"{kind} spec file {path} does not exist")
+            return builder(_load_json(path), where=str(path))
+        known = _catalog_names(kind + "s")
+        if s not in known:
+            raise SpecError(f"unknown {kind} {s!r}; known: {', '.join(known)} (or pass a spec file/dict)")
+        path = resources.files(_CATALOG) / f"{kind}s" / f"{s}.json"
+        return builder(json.loads(path.read_text()), where=f"catalog {kind} {s}")
+    raise SpecError(f"cannot use {type(spec).__name__} as a {kind} spec; pass a name, a JSON file or a dict")
+
+
+def load_device_spec(spec: SpecLike) -> DeviceSpec:
+    """Resolve a catalog name, JSON file, dict or DeviceSpec to a DeviceSpec."""
+    return _resolve(spec, "device", device_spec_from_dict, DeviceSpec)
+
+
+def load_workload_spec(spec: SpecLike) -> WorkloadSpec:
+    """Resolve a catalog name, JSON file, dict or WorkloadSpec to a WorkloadSpec."""
+    return _resolve(spec, "workload", workload_spec_from_dict, WorkloadSpec)
