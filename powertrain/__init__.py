@@ -15,6 +15,7 @@ from .errors import (
     ProfilingError,
     SpecError,
 )
+from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
@@ -36,8 +37,10 @@ __all__ = [
     "WorkloadSpec",
     "__version__",
     "device_names",
+    "fastest_under",
     "get_device",
     "get_workload",
+    "pareto_front",
     "profile",
     "workload_names",
 ]

@@ -1,0 +1,110 @@
+"""``powertrain devices``, ``modes`` and ``simulate``: the catalog and the twin from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..devices import get_device
+from ..errors import SpecError
+from ..specs import device_names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def _write(df, out: str | None) -> None:
+    if out in (None, "-"):
+        df.to_csv(sys.stdout, index=False)
+        return
+    path = Path(out)
+    if path.parent and not path.parent.exists():
+        raise SpecError(f"--out {out}: folder {path.parent} does not exist")
+    df.to_csv(path, index=False)
+    print(f"wrote {len(df)} rows to {path}", file=sys.stderr)
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    rows = []
+    for name in device_names():
+        d = get_device(name)
+        s = d.spec
+        rows.append(
+            f"{name:<12} {d.n_modes:>7,}  cores {s.min_cores}-{s.cores:<3} cpu {len(s.cpu_mhz):>2} "
+            f"gpu {len(s.gpu_mhz):>2} mem {len(s.mem_mhz):>2}  presets: "
+            + ", ".join(p["name"] for p in s.presets)
+        )
+    print(f"{'device':<12} {'modes':>7}")
+    print("\n".join(rows))
+    return 0
+
+
+def cmd_modes(args: argparse.Namespace) -> int:
+    dev = get_device(args.device)
+    if args.which == "all":
+        df = dev.power_modes()
+    elif args.which == "grid":
+        df = dev.profiling_grid()
+    elif args.which == "presets":
+        df = dev.presets()
+    else:  # sample
+        df = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
+    if args.sweep_order and args.which != "presets":
+        df = dev.sweep_order(df)
+    _write(df, args.out)
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from ..profiling.sweep import profile
+    from ..twin import Twin
+
+    twin = Twin(args.device, args.workload, seed=args.seed)
+    dev = get_device(args.device)
+    modes = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
+    if args.out in (None, "-"):
+        df = profile(twin, modes, batch_size=args.batch_size, n_minibatches=args.minibatches,
+                     progress=not args.quiet)
+        df.to_csv(sys.stdout, index=False)
+    else:
+        df = profile(twin, modes, batch_size=args.batch_size, n_minibatches=args.minibatches,
+                     out=args.out, progress=not args.quiet)
+        hours = df["profile_s"].sum() / 3600
+        print(f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",
+              file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("devices", help="list catalog devices and their power-mode counts")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("modes", help="write a device's power modes (all, grid, presets or a sample) as CSV")
+    p.add_argument("device", help="catalog id (see `powertrain devices`) or a device spec JSON file")
+    p.add_argument("--which", choices=["all", "grid", "presets", "sample"], default="all")
+    p.add_argument("-n", type=_positive_int, default=50, help="sample size for --which sample")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stratified", action="store_true", help="spread the sample over GPU x memory cells")
+    p.add_argument("--sweep-order", action="store_true", help="order rows for a downward-stepping sweep")
+    p.add_argument("-o", "--out", help="output CSV (default: stdout)")
+    p.set_defaults(func=cmd_modes)
+
+    p = sub.add_parser("simulate", help="profile N random modes of a workload on the digital twin")
+    p.add_argument("device", help="catalog id or device spec JSON file")
+    p.add_argument("workload", help="catalog workload name or workload spec JSON file")
+    p.add_argument("-n", type=_positive_int, default=50, help="number of random modes to profile")
+    p.add_argument("--batch-size", type=_positive_int, default=16)
+    p.add_argument("--minibatches", type=_positive_int, default=40, help="clean minibatches per mode")
+    p.add_argument("--seed", type=int, default=0, help="seeds the twin and the mode draw")
+    p.add_argument("--stratified", action="store_true")
+    p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_simulate)

@@ -1,0 +1,63 @@
+"""Choosing configurations from predicted (or measured) time and power.
+
+Why: the predictor's output is only useful through these two questions — which
+configurations are worth considering at all (the time–power Pareto front), and which one
+trains fastest under a power cap. The selection never returns a configuration whose
+predicted power (plus the requested safety margin) exceeds the cap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError, NoFeasibleModeError
+from .schema import check_columns
+
+
+def pareto_front(est: pd.DataFrame, time: str = "time_ms", power: str = "power_w") -> pd.DataFrame:
+    """Rows not dominated in (power, time): no other row is at least as good in both and
+    better in one. Sorted by power ascending (time then falls along the front)."""
+    df = check_columns(est, [time, power], source="pareto_front", positive=[time, power])
+    order = np.lexsort((df[time].to_numpy(), df[power].to_numpy()))
+    t = df[time].to_numpy()[order]
+    best_so_far = np.minimum.accumulate(t)
+    keep = np.ones(len(t), dtype=bool)
+    keep[1:] = t[1:] < best_so_far[:-1]
+    return est.iloc[order[keep]]
+
+
+def fastest_under(
+    est: pd.DataFrame,
+    power_cap_w: float,
+    margin_w: float = 0.0,
+    k_sigma: float = 0.0,
+    time: str = "time_ms",
+    power: str = "power_w",
+) -> pd.Series:
+    """The fastest row whose predicted power + ``margin_w`` + ``k_sigma`` x ``power_w_std``
+    stays within ``power_cap_w``.
+
+    ``time`` may name any cost column to minimise (e.g. a time-to-accuracy column). With
+    ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Raises
+    :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
+    """
+    if not np.isfinite(power_cap_w) or power_cap_w <= 0:
+        raise DataError(f"power_cap_w must be a positive number of watts, got {power_cap_w!r}")
+    if margin_w < 0 or k_sigma < 0:
+        raise DataError("margin_w and k_sigma must be >= 0")
+    df = check_columns(est, [time, power], source="fastest_under", positive=[time, power])
+    guard = df[power] + margin_w
+    if k_sigma > 0:
+        if "power_w_std" not in df.columns:
+            raise DataError("k_sigma > 0 needs a 'power_w_std' column (predict with a Predictor)")
+        guard = guard + k_sigma * df["power_w_std"].astype(float)
+    feasible = guard <= power_cap_w
+    if not feasible.any():
+        raise NoFeasibleModeError(
+            f"no configuration fits under {power_cap_w:g} W: the lowest guarded power is "
+            f"{guard.min():.2f} W (predicted {df[power].min():.2f} W, margin {margin_w:g} W, "
+            f"k_sigma {k_sigma:g})"
+        )
+    idx = df.loc[feasible, time].idxmin()
+    return est.loc[idx]
