@@ -59,5 +59,6 @@ def fastest_under(
             f"{guard.min():.2f} W (predicted {df[power].min():.2f} W, margin {margin_w:g} W, "
             f"k_sigma {k_sigma:g})"
         )
-    idx = df.loc[feasible, time].idxmin()
-    return est.loc[idx]
+    candidates = np.flatnonzero(feasible.to_numpy())
+    best = candidates[np.argmin(df[time].to_numpy()[candidates])]
+    return est.iloc[best]

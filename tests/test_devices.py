@@ -1,0 +1,159 @@
+"""Device catalog, power-mode enumeration, presets, sampling and sweep order."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.errors import ModeError, SpecError
+
+EXPECTED_MODES = {"orin-agx": 18096, "xavier-agx": 29232, "orin-nano": 1800, "nano": 5040, "tx2-nx": 4680}
+
+
+def test_catalog_lists_the_five_devices():
+    assert set(pt.device_names()) == set(EXPECTED_MODES)
+
+
+@pytest.mark.parametrize("name,count", EXPECTED_MODES.items())
+def test_mode_counts_match_the_paper(name, count):
+    dev = pt.get_device(name)
+    modes = dev.power_modes()
+    assert len(modes) == count == dev.n_modes
+    assert list(modes.columns) == ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+    assert not modes.duplicated().any()
+
+
+def test_orin_profiling_grid_is_the_papers_4368():
+    dev = pt.get_device("orin-agx")
+    grid = dev.profiling_grid()
+    assert len(grid) == 4368
+    assert sorted(grid["cores"].unique()) == [2, 4, 6, 8, 10, 12]
+    assert grid["cpu_mhz"].nunique() == 14 and grid["gpu_mhz"].nunique() == 13
+    assert grid["mem_mhz"].nunique() == 4
+    # the two slowest CPU frequencies are excluded
+    assert grid["cpu_mhz"].min() > sorted(dev.spec.cpu_mhz)[1]
+    # every grid mode is a real mode
+    all_modes = dev.power_modes()
+    merged = grid.merge(all_modes, how="left", indicator=True)
+    assert (merged["_merge"] == "both").all()
+
+
+def test_devices_without_published_grid_fall_back_to_all_modes():
+    dev = pt.get_device("orin-nano")
+    assert len(dev.profiling_grid()) == 1800
+
+
+def test_presets_resolve_caps_to_table_entries():
+    orin = pt.get_device("orin-agx")
+    presets = orin.presets().set_index("name")
+    assert set(presets.index) == {"MAXN", "MODE_15W", "MODE_30W", "MODE_50W"}
+    maxn = presets.loc["MAXN"]
+    assert (maxn["cores"], maxn["cpu_mhz"], maxn["gpu_mhz"], maxn["mem_mhz"]) == (12, 2201.6, 1300.5, 3199.0)
+    assert presets.loc["MODE_15W", "budget_w"] == 15
+    orin.validate(presets.reset_index())  # every preset is a valid mode
+    nano = pt.get_device("nano").presets().set_index("name")
+    # nvpmodel asks 640 MHz for the Nano 5W GPU; the driver rounds down to 614.4
+    assert nano.loc["5W", "gpu_mhz"] == pytest.approx(614.4)
+
+
+def test_maxn_is_the_top_of_every_table():
+    dev = pt.get_device("xavier-agx")
+    row = dev.maxn().iloc[0]
+    assert row["gpu_mhz"] == max(dev.spec.gpu_mhz) and row["cores"] == 8
+
+
+def test_random_sample_is_seeded_and_distinct():
+    dev = pt.get_device("orin-agx")
+    a, b = dev.sample(50, seed=3), dev.sample(50, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.duplicated().any()
+    assert not dev.sample(50, seed=4).equals(a)
+
+
+def test_stratified_sample_covers_gpu_mem_cells():
+    dev = pt.get_device("orin-agx")
+    s = dev.sample(52, seed=0, stratified=True)
+    assert len(s) == 52 and not s.duplicated().any()
+    # 13 GPU x 4 memory = 52 cells: one mode in each
+    assert s.groupby(["gpu_mhz", "mem_mhz"]).size().max() == 1
+
+
+def test_sample_rejects_bad_n():
+    with pytest.raises(ValueError, match="n must be"):
+        pt.get_device("orin-nano").sample(5000)
+
+
+def test_sweep_order_only_steps_down_within_chains():
+    dev = pt.get_device("orin-agx")
+    order = dev.sweep_order(dev.profiling_grid().sample(frac=1.0, random_state=0))
+    assert len(order) == 4368
+    chain = order["reset_before"].cumsum()
+    for _, seg in order.groupby(chain):
+        assert (np.diff(seg["gpu_mhz"]) <= 0).all()
+        assert (np.diff(seg["cpu_mhz"]) <= 0).all()
+    # one reset per GPU step after the first: the minimum for a 13 x 14 CPU-GPU grid
+    assert order["reset_before"].sum() == 12
+    assert not order["reset_before"].iloc[0]
+
+
+def test_validate_names_row_and_column_of_a_bad_frequency():
+    dev = pt.get_device("orin-agx")
+    modes = dev.sample(5, seed=0)
+    modes.loc[3, "gpu_mhz"] = 999.0
+    with pytest.raises(ModeError, match=r"row 4, column 'gpu_mhz': 999 MHz is not a orin-agx frequency"):
+        dev.validate(modes)
+    modes = dev.sample(5, seed=0)
+    modes.loc[0, "cores"] = 13
+    with pytest.raises(ModeError, match=r"row 1, column 'cores'"):
+        dev.validate(modes)
+
+
+def test_validate_snaps_float_noise():
+    dev = pt.get_device("orin-agx")
+    modes = dev.sample(3, seed=1)
+    noisy = modes.assign(cpu_mhz=modes["cpu_mhz"] + 1e-6)
+    out = dev.validate(noisy)
+    assert (out["cpu_mhz"].to_numpy() == modes["cpu_mhz"].to_numpy()).all()
+
+
+def test_unknown_device_is_a_clear_error():
+    with pytest.raises(SpecError, match="unknown device 'orin-xl'; known: .*orin-agx"):
+        pt.get_device("orin-xl")
+
+
+def test_user_device_spec_from_dict_and_file(tmp_path):
+    spec = {"name": "my-board", "cores": 2, "cpu_mhz": [500, 1000], "gpu_mhz": [300, 600, 900],
+            "mem_mhz": [800], "presets": [{"name": "TOP", "cores": 2, "cpu_mhz": 1000,
+                                           "gpu_mhz": 900, "mem_mhz": 800}]}
+    dev = pt.get_device(spec)
+    assert dev.n_modes == 2 * 2 * 3 * 1 == len(dev.power_modes())
+    path = tmp_path / "my-board.json"
+    path.write_text(json.dumps(spec))
+    assert pt.get_device(str(path)).n_modes == 12
+    assert list(pt.get_device(path).presets()["name"]) == ["TOP"]
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("{not json", r"not valid JSON: line 1"),
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"name": "x", "cores": 2, "cpu_mhz": [1], "gpu_mhz": [1]}', "missing field.*mem_mhz"),
+        ('{"name": "x", "cores": 0, "cpu_mhz": [1], "gpu_mhz": [1], "mem_mhz": [1]}', "'cores' must be"),
+        ('{"name": "x", "cores": 2, "cpu_mhz": [1, "fast"], "gpu_mhz": [1], "mem_mhz": [1]}',
+         r"'cpu_mhz'\[1\] = 'fast' is not a positive number"),
+    ],
+)
+def test_malformed_device_spec_files_name_the_file_and_field(tmp_path, text, match):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=match) as info:
+        pt.get_device(path)
+    assert "bad.json" in str(info.value)
+
+
+def test_missing_spec_file():
+    with pytest.raises(SpecError, match="does not exist"):
+        pt.get_device("nowhere/board.json")

@@ -1,0 +1,54 @@
+"""Pareto front and capped selection."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.errors import DataError, NoFeasibleModeError
+
+
+def _est(seed=0, n=500):
+    rng = np.random.default_rng(seed)
+    power = rng.uniform(10, 60, n)
+    time = 2000 / power + rng.uniform(0, 30, n)
+    return pd.DataFrame({"mode_id": np.arange(n), "power_w": power, "time_ms": time})
+
+
+def test_pareto_front_is_exactly_the_non_dominated_set():
+    est = _est()
+    front = pt.pareto_front(est)
+    p, t = est["power_w"].to_numpy(), est["time_ms"].to_numpy()
+    dominated = np.array([((p <= p[i]) & (t <= t[i]) & ((p < p[i]) | (t < t[i]))).any() for i in range(len(p))])
+    assert set(front["mode_id"]) == set(est["mode_id"][~dominated])
+    assert (np.diff(front["power_w"]) > 0).all() and (np.diff(front["time_ms"]) < 0).all()
+
+
+def test_fastest_under_never_exceeds_the_cap_and_is_optimal():
+    est = _est()
+    for cap in (15, 25, 40):
+        best = pt.fastest_under(est, power_cap_w=cap)
+        assert best["power_w"] <= cap
+        assert best["time_ms"] == est.loc[est["power_w"] <= cap, "time_ms"].min()
+
+
+def test_margin_and_uncertainty_shrink_the_feasible_set():
+    est = _est().assign(power_w_std=2.0)
+    plain = pt.fastest_under(est, 30)
+    guarded = pt.fastest_under(est, 30, margin_w=1.0, k_sigma=1.0)
+    assert guarded["power_w"] <= 27.0
+    assert guarded["time_ms"] >= plain["time_ms"]
+
+
+def test_no_feasible_mode_is_a_clear_error():
+    with pytest.raises(NoFeasibleModeError, match="no configuration fits under 5 W: the lowest"):
+        pt.fastest_under(_est(), 5)
+
+
+def test_bad_arguments():
+    with pytest.raises(DataError, match="power_cap_w"):
+        pt.fastest_under(_est(), -1)
+    with pytest.raises(DataError, match="power_w_std"):
+        pt.fastest_under(_est(), 30, k_sigma=1)
+    with pytest.raises(DataError, match="missing column"):
+        pt.pareto_front(_est().drop(columns="time_ms"))
