@@ -1,0 +1,108 @@
+"""``powertrain demo``: the whole flow on the embedded default, no hardware needed.
+
+Profile ~50 modes of a workload on the digital twin, transfer the shipped reference
+model, predict every mode, build the Pareto front, pick the fastest mode under a cap, and
+check all of it against what the twin's board truly does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .. import Predictor, Twin, fastest_under, get_device, pareto_front, profile
+    from ..metrics import mape, time_penalty_pct
+    from ..report import figure_png, plot_time_power, write_html
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = get_device(args.device)
+    twin = Twin(dev.spec, args.workload, seed=args.seed)
+    say = print if not args.quiet else (lambda *a, **k: None)
+
+    say(f"1. profiling {args.samples} random modes of {args.workload} (batch {args.batch_size}) "
+        f"on the {dev.name} digital twin ...")
+    modes = dev.power_modes()
+    picked = dev.sample(args.samples, seed=args.seed)
+    samples = profile(twin, picked, batch_size=args.batch_size, progress=not args.quiet)
+    samples.to_csv(out / "samples.csv", index=False)
+    say(f"   {len(samples)} modes measured; that would take {samples['profile_s'].sum() / 60:.1f} min "
+        "on the board")
+
+    say(f"2. transferring the reference model {args.reference} ...")
+    t0 = time.perf_counter()
+    ref = Predictor.from_pretrained(args.reference)
+    model = ref.transfer(samples)
+    t_transfer = time.perf_counter() - t0
+
+    say(f"3. predicting all {len(modes):,} modes ...")
+    t0 = time.perf_counter()
+    est = model.predict(modes, batch_size=args.batch_size)
+    t_predict = time.perf_counter() - t0
+    est.to_csv(out / "estimates.csv", index=False)
+    truth = twin.expected(modes, batch_size=args.batch_size)
+    err_t = mape(est["time_ms"], truth["time_ms"])
+    err_p = mape(est["power_w"], truth["power_w"])
+
+    front = pareto_front(est)
+    front.to_csv(out / "pareto_front.csv", index=False)
+    best = fastest_under(est, power_cap_w=args.power_cap)
+    mode_cols = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+    true_best = truth.merge(best[mode_cols].to_frame().T.astype(truth[mode_cols].dtypes), on=mode_cols).iloc[0]
+    feasible_truth = truth[truth["power_w"] <= args.power_cap]
+    optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
+
+    summary = {
+        "device / workload": f"{dev.name} / {args.workload} (batch {args.batch_size})",
+        "profiled modes": f"{len(samples)} ({samples['profile_s'].sum() / 60:.1f} min of board time)",
+        "reference model": args.reference,
+        "transfer time": f"{t_transfer:.2f} s",
+        f"predict {len(modes):,} modes": f"{t_predict:.3f} s",
+        "time MAPE (all modes vs twin)": f"{err_t:.1f} %",
+        "power MAPE (all modes vs twin)": f"{err_p:.1f} %",
+        "Pareto front": f"{len(front)} modes",
+        "power cap": f"{args.power_cap:g} W",
+        "chosen mode": ", ".join(f"{c}={best[c]:g}" for c in mode_cols),
+        "chosen: predicted": f"{best['time_ms']:.1f} ms at {best['power_w']:.1f} W",
+        "chosen: true": f"{true_best['time_ms']:.1f} ms at {true_best['power_w']:.1f} W",
+        "true optimum under cap": f"{optimum['time_ms']:.1f} ms at {optimum['power_w']:.1f} W",
+        "time penalty vs optimum": f"{time_penalty_pct(true_best['time_ms'], optimum['time_ms']):.1f} %",
+    }
+    ax = plot_time_power(est, front, best, args.power_cap, truth=truth,
+                         title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes")
+    png = figure_png(ax)
+    (out / "time_power.png").write_bytes(png)
+    write_html(out / "report.html", f"PowerTrain demo: {dev.name} / {args.workload}", summary, png,
+               front[mode_cols + ["time_ms", "power_w"]])
+    width = max(map(len, summary))
+    for k, v in summary.items():
+        say(f"   {k:<{width}}  {v}")
+    say(f"wrote {out}/report.html, time_power.png, estimates.csv, pareto_front.csv, samples.csv")
+    pd.DataFrame([summary]).to_csv(out / "summary.csv", index=False)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the whole flow on the digital twin with the shipped reference model")
+    p.add_argument("--device", default="orin-agx")
+    p.add_argument("--workload", default="mobilenetv3")
+    p.add_argument("--reference", default="orin-agx/resnet18", help="shipped reference model or model dir")
+    p.add_argument("--samples", type=int, default=50, help="modes to profile for the transfer")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--power-cap", type=float, default=30.0, help="watts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", default="powertrain-demo", help="output folder")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from . import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))

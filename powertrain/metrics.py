@@ -1,0 +1,36 @@
+"""The papers' figures of merit (PowerTrain §4–5), computed one way everywhere.
+
+Why: benchmarks, the demo and the notebooks must report the same MAPE and optimisation
+metrics the papers do, or the comparisons beside the papers' numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def mape(predicted, actual) -> float:
+    """Mean absolute percentage error, in percent."""
+    p = np.asarray(predicted, dtype=float)
+    a = np.asarray(actual, dtype=float)
+    if p.shape != a.shape:
+        raise ValueError(f"mape: shapes differ {p.shape} vs {a.shape}")
+    return float(np.mean(np.abs(p - a) / np.abs(a)) * 100.0)
+
+
+def time_penalty_pct(chosen_true_time: float, optimal_true_time: float) -> float:
+    """How much slower (in %) the chosen configuration truly is than the true optimum."""
+    return float((chosen_true_time / optimal_true_time - 1.0) * 100.0)
+
+
+def excess_power(true_power, caps) -> dict:
+    """Over a sweep of caps: A/L % (true power above the cap), A/L+1 % (above by > 1 W) and
+    the excess-power AUC normalised per solution (W per solution), as in PowerTrain §5."""
+    p = np.asarray(true_power, dtype=float)
+    c = np.asarray(caps, dtype=float)
+    excess = np.clip(p - c, 0.0, None)
+    return {
+        "above_limit_pct": float(np.mean(p > c) * 100.0),
+        "above_limit_1w_pct": float(np.mean(p > c + 1.0) * 100.0),
+        "excess_auc_w": float(excess.mean()),
+    }
