@@ -54,7 +54,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     front.to_csv(out / "pareto_front.csv", index=False)
     best = fastest_under(est, power_cap_w=args.power_cap)
     mode_cols = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
-    true_best = truth.merge(best[mode_cols].to_frame().T.astype(truth[mode_cols].dtypes), on=mode_cols).iloc[0]
+    true_best = truth.loc[best.name]  # est and truth keep the index of `modes`
     feasible_truth = truth[truth["power_w"] <= args.power_cap]
     optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
 
