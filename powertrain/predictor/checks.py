@@ -1,0 +1,101 @@
+"""Input checks specific to the predictor: sample counts, batch sizes, extrapolation.
+
+Why: a transfer on 3 rows or a prediction for a GPU clock the reference never saw gives
+numbers that look fine and are not; users must hear about it where they call us.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+from ..schema import CONFIG_COLUMNS, check_columns, check_samples
+
+#: below this many rows a transfer (or a fit) has nothing to validate on
+MIN_SAMPLES = 5
+
+#: relative slack on training ranges before a value counts as extrapolation
+_RANGE_TOL = 1e-6
+
+
+class ExtrapolationWarning(UserWarning):
+    """A configuration lies outside the ranges the model (or its reference) was trained on."""
+
+
+def samples_table(samples: pd.DataFrame, what: str, source: str | None = None) -> pd.DataFrame:
+    """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows."""
+    df = check_samples(samples, source=source)
+    if len(df) < MIN_SAMPLES:
+        where = f"{source}: " if source else ""
+        raise DataError(
+            f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
+            "the paper uses 10-100 (50 by default)"
+        )
+    return df
+
+
+def config_table(modes: pd.DataFrame, batch_size: int | Iterable[int] | None) -> pd.DataFrame:
+    """The caller's frame with a ``batch_size`` column: given, assigned, or one copy per size.
+
+    A sequence of batch sizes repeats every mode once per size (mode-major order), so
+    ``predict(modes, batch_size=[8, 16, 32])`` covers the joint space in one call.
+    """
+    if not isinstance(modes, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame of modes, got {type(modes).__name__}")
+    if batch_size is None:
+        if "batch_size" not in modes.columns:
+            raise DataError(
+                "modes have no 'batch_size' column; pass predict(modes, batch_size=16) "
+                "or modes.assign(batch_size=16)"
+            )
+        out = modes
+    elif np.ndim(batch_size) == 0:
+        out = modes.assign(batch_size=batch_size)
+    else:
+        sizes = list(batch_size)
+        if not sizes:
+            raise DataError("batch_size is an empty sequence")
+        out = modes.loc[modes.index.repeat(len(sizes))].assign(
+            batch_size=np.tile(np.asarray(sizes), len(modes))
+        )
+    check_columns(out, CONFIG_COLUMNS, source="modes", positive=CONFIG_COLUMNS)
+    return out
+
+
+def ranges_of(df: pd.DataFrame) -> dict[str, list[float]]:
+    """Per configuration column ``[min, max]`` (JSON-friendly) of a training table."""
+    return {c: [float(df[c].min()), float(df[c].max())] for c in CONFIG_COLUMNS}
+
+
+def union_ranges(
+    a: Mapping[str, list[float]], b: Mapping[str, list[float]]
+) -> dict[str, list[float]]:
+    return {c: [min(a[c][0], b[c][0]), max(a[c][1], b[c][1])] for c in a}
+
+
+def warn_extrapolation(
+    df: pd.DataFrame, ranges: Mapping[str, list[float]], what: str, stacklevel: int = 3
+) -> int:
+    """Warn (once per call) naming each column whose values leave ``ranges``; return #rows."""
+    outside = np.zeros(len(df), dtype=bool)
+    details = []
+    for col, (lo, hi) in ranges.items():
+        v = df[col].to_numpy(dtype=float)
+        tol = _RANGE_TOL * max(abs(lo), abs(hi), 1.0)
+        low, high = v < lo - tol, v > hi + tol
+        if low.any() or high.any():
+            outside |= low | high
+            details.append(f"{col} {np.min(v):g}..{np.max(v):g} vs trained {lo:g}..{hi:g}")
+    n = int(outside.sum())
+    if n:
+        warnings.warn(
+            f"{what}: {n} of {len(df)} rows lie outside the training ranges "
+            f"({'; '.join(details)}); predictions there are extrapolations",
+            ExtrapolationWarning,
+            stacklevel=stacklevel,
+        )
+    return n

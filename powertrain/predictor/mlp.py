@@ -1,0 +1,180 @@
+"""The PowerTrain MLP (paper Table 4) and its training loop.
+
+Why a module of its own: the network, the loop that keeps the best-validation weights
+and the fast inference path are the only torch-specific code; everything above them
+(scaling, transfer, DataFrames, files) works with plain arrays and state dicts.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+#: rows per chunk at inference: keeps the 256-wide activations in L2 cache (measured
+#: 2x faster than one 108k-row matmul on the 2-core reference machine)
+INFERENCE_CHUNK = 4096
+
+
+class MLP(nn.Module):
+    """Dense ReLU network ``n_in -> hidden... -> 1`` with dropout after the first layers.
+
+    ``body`` (every hidden layer) is what transfer learning keeps; ``head`` (the linear
+    output layer) is what it replaces.
+    """
+
+    def __init__(
+        self,
+        n_in: int,
+        hidden: Sequence[int] = (256, 128, 64),
+        dropout: float = 0.1,
+        n_dropout: int = 2,
+    ):
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = n_in
+        for i, h in enumerate(hidden):
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            if i < n_dropout and dropout > 0:
+                layers.append(nn.Dropout(dropout))
+            width = h
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x)).squeeze(-1)
+
+    def linears(self) -> list[nn.Linear]:
+        return [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]
+
+
+def init_mlp(net: MLP, generator: torch.Generator) -> None:
+    """Seeded PyTorch-default (Kaiming-uniform) initialisation, independent of global RNG."""
+    for lin in net.linears():
+        bound = 1.0 / np.sqrt(lin.in_features)
+        with torch.no_grad():
+            lin.weight.uniform_(-bound, bound, generator=generator)
+            lin.bias.uniform_(-bound, bound, generator=generator)
+
+
+@torch.inference_mode()
+def features(net: MLP, x: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """Last hidden layer activations (dropout off), chunked; used by uncertainty and speed."""
+    weights = net.linears()[:-1]
+    return _forward(weights, _as_tensor(x), last_relu=True)
+
+
+@torch.inference_mode()
+def predict(net: MLP, x: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Network output for every row (dropout off), as float32 numpy.
+
+    Why not ``net(x)``: chunked ``addmm`` + in-place ReLU is ~2x faster on CPU and gives the
+    same bits for a row whatever the batch it is in (chunks are fixed-size slices).
+    """
+    out = _forward(net.linears(), _as_tensor(x), last_relu=False)
+    return out.squeeze(-1).numpy()
+
+
+def _as_tensor(x: np.ndarray | torch.Tensor) -> torch.Tensor:
+    t = torch.as_tensor(x, dtype=torch.float32)
+    return t if t.ndim == 2 else t.reshape(len(t), -1)
+
+
+def _forward(weights: list[nn.Linear], x: torch.Tensor, last_relu: bool) -> torch.Tensor:
+    outs = []
+    for chunk in x.split(INFERENCE_CHUNK):
+        h = chunk
+        for i, lin in enumerate(weights):
+            h = torch.addmm(lin.bias, h, lin.weight.t())
+            if i < len(weights) - 1 or last_relu:
+                h = h.relu_()
+        outs.append(h)
+    if not outs:
+        return torch.empty((0, weights[-1].out_features))
+    return torch.cat(outs)
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def train(
+    net: MLP,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_val: np.ndarray | None,
+    y_val: np.ndarray | None,
+    *,
+    loss_fn: LossFn,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    generator: torch.Generator,
+    params: list[nn.Parameter] | None = None,
+    progress: bool = False,
+    desc: str = "training",
+) -> dict:
+    """Adam on minibatches; keep the weights with the lowest validation loss (paper §3.1).
+
+    Without validation rows the last epoch's weights are kept. ``params`` restricts what
+    is trained (transfer of the head only). Returns the loss history and the best epoch.
+    Dropout masks and shuffling draw from ``generator`` so a fit is reproducible without
+    touching torch's global RNG.
+    """
+    xt = torch.as_tensor(x_train, dtype=torch.float32)
+    yt = torch.as_tensor(y_train, dtype=torch.float32)
+    has_val = x_val is not None and len(x_val) > 0
+    if has_val:
+        xv = torch.as_tensor(x_val, dtype=torch.float32)
+        yv = torch.as_tensor(y_val, dtype=torch.float32)
+    trainable = list(net.parameters()) if params is None else params
+    opt = torch.optim.Adam(trainable, lr=lr)
+    n = len(xt)
+    bs = max(1, min(batch_size, n))
+    best = (float("inf"), -1, None)
+    history: dict[str, list[float]] = {"train": [], "val": []}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=epochs, desc=desc, leave=False, unit="epoch")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+        for epoch in range(epochs):
+            net.train()
+            order = torch.randperm(n, generator=generator) if bs < n else None
+            total = 0.0
+            for start in range(0, n, bs):
+                if order is None:
+                    xb, yb = xt, yt
+                else:
+                    idx = order[start : start + bs]
+                    xb, yb = xt[idx], yt[idx]
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(net(xb), yb)
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(xb)
+            history["train"].append(total / n)
+            if has_val:
+                net.eval()
+                with torch.no_grad():
+                    val = float(loss_fn(net(xv), yv))
+                history["val"].append(val)
+                if val < best[0]:
+                    best = (val, epoch, copy.deepcopy(net.state_dict()))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{history['train'][-1]:.4g}")
+    if bar is not None:
+        bar.close()
+    net.eval()
+    if best[2] is not None:
+        net.load_state_dict(best[2])
+    return {
+        "history": history,
+        "best_epoch": best[1] if has_val else epochs - 1,
+        "best_val_loss": best[0] if has_val else None,
+    }

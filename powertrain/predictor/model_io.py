@@ -1,0 +1,200 @@
+"""Model directories: tensors + JSON, verified before anything is deserialised.
+
+Why: model files get downloaded and shared, so they are data, never code (DESIGN.md,
+"Safety"). A directory holds ``model.json`` (format name and version, hyper-parameters,
+provenance, the SHA-256 of the weights) and ``weights.pt``, a flat dict of tensors that
+is only ever read with ``torch.load(weights_only=True)`` -- torch's restricted unpickler
+that refuses any class or function -- and only after its hash matched. Torch is already a
+dependency, so no extra package is needed to read the shipped reference models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..errors import ModelFileError
+from ..schema import CONFIG_COLUMNS
+from .estimator import PowerTrainMLP
+from .predictor import TARGETS, Predictor
+
+FORMAT = "powertrain-predictor"
+#: bump on any change a older reader would misread; readers accept only this major
+FORMAT_VERSION = 1
+META_FILE = "model.json"
+WEIGHTS_FILE = "weights.pt"
+#: shipped reference models live in this package (reference_models/ in the repository)
+PRETRAINED_PACKAGE = "powertrain._reference_models"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_predictor(model: Predictor, path: str | Path) -> Path:
+    """Write ``model`` to directory ``path`` (created; existing model files replaced)."""
+    if not hasattr(model, "heads_"):
+        raise ModelFileError("cannot save an unfitted Predictor; call fit() or transfer() first")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    heads = {}
+    for target in TARGETS:
+        t, meta = model.heads_[target].export_state()
+        tensors.update({f"{target}.{k}": v.contiguous() for k, v in t.items()})
+        heads[target] = meta
+    # write weights first (atomically), then the metadata that vouches for them
+    fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
+    os.close(fd)
+    torch.save(tensors, tmp)
+    os.replace(tmp, path / WEIGHTS_FILE)
+    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "powertrain_version": __version__,
+        "torch_version": torch.__version__,
+        "inputs": list(CONFIG_COLUMNS),
+        "targets": list(TARGETS),
+        "weights_file": WEIGHTS_FILE,
+        "weights_sha256": _sha256(path / WEIGHTS_FILE),
+        "params": params,
+        "feature_ranges": model.feature_ranges_,
+        "n_samples": model.n_samples_,
+        "info": model.info_,
+        "heads": heads,
+    }
+    (path / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def _read_meta(path: Path) -> dict:
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise ModelFileError(f"{path}: not a model directory (no {META_FILE})")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelFileError(f"{meta_path}: unreadable metadata ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ModelFileError(
+            f"{meta_path}: not a {FORMAT} file (format={meta.get('format')!r})"
+            if isinstance(meta, dict)
+            else f"{meta_path}: not a JSON object"
+        )
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFileError(
+            f"{meta_path}: format version {version!r} is not supported by powertrain "
+            f"{__version__} (reads version {FORMAT_VERSION}); retrain or upgrade"
+        )
+    missing = [
+        k
+        for k in (
+            "weights_file",
+            "weights_sha256",
+            "params",
+            "feature_ranges",
+            "heads",
+            "inputs",
+            "targets",
+        )
+        if k not in meta
+    ]
+    if missing:
+        raise ModelFileError(f"{meta_path}: missing field(s) {', '.join(missing)}")
+    if list(meta["inputs"]) != list(CONFIG_COLUMNS) or list(meta["targets"]) != list(TARGETS):
+        raise ModelFileError(
+            f"{meta_path}: inputs/targets {meta['inputs']}/{meta['targets']} "
+            f"differ from this version's {list(CONFIG_COLUMNS)}/{list(TARGETS)}"
+        )
+    return meta
+
+
+def load_predictor(path: str | Path) -> Predictor:
+    """Read a model directory; :class:`ModelFileError` if incomplete, tampered or foreign.
+
+    Order matters: metadata is checked, then the weights' SHA-256, and only then are the
+    weights read, with torch's tensor-only unpickler.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelFileError(f"{path}: no such model directory")
+    meta = _read_meta(path)
+    name = meta["weights_file"]
+    if not isinstance(name, str) or Path(name).name != name:
+        raise ModelFileError(
+            f"{path / META_FILE}: weights_file must be a plain file name, got {name!r}"
+        )
+    wpath = path / name
+    if not wpath.is_file():
+        raise ModelFileError(f"{path}: incomplete model directory, {name} is missing")
+    digest = _sha256(wpath)
+    if digest != meta["weights_sha256"]:
+        raise ModelFileError(
+            f"{wpath}: SHA-256 {digest[:12]}... != the {meta['weights_sha256'][:12]}... "
+            f"recorded in {META_FILE}; the file was modified or corrupted"
+        )
+    try:
+        tensors = torch.load(wpath, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError, RuntimeError, zip errors: all mean "refused"
+        raise ModelFileError(f"{wpath}: refused to load ({type(e).__name__}: {e})") from None
+    if not isinstance(tensors, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
+    ):
+        raise ModelFileError(f"{wpath}: expected a flat dict of tensors")
+    try:
+        model = Predictor(
+            **{k: (tuple(v) if k == "hidden" else v) for k, v in meta["params"].items()}
+        )
+        model.heads_ = {}
+        for target in TARGETS:
+            prefix = f"{target}."
+            part = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+            model.heads_[target] = PowerTrainMLP.from_state(part, meta["heads"][target])
+        model.feature_ranges_ = {
+            c: [float(a), float(b)] for c, (a, b) in meta["feature_ranges"].items()
+        }
+        model.n_samples_ = int(meta.get("n_samples", 0))
+        model.info_ = dict(meta.get("info", {}))
+    except ModelFileError:
+        raise
+    except Exception as e:  # wrong keys, shapes or types inside an otherwise valid file
+        raise ModelFileError(f"{path}: inconsistent model ({type(e).__name__}: {e})") from None
+    return model
+
+
+def pretrained_names() -> list[str]:
+    """Names accepted by :func:`load_pretrained`, e.g. ``["orin-agx/mobilenetv3", ...]``."""
+    root = resources.files(PRETRAINED_PACKAGE)
+    names = []
+    for device in root.iterdir():
+        if device.is_dir() and not device.name.startswith(("_", ".")):
+            for model in device.iterdir():
+                if model.is_dir() and model.joinpath(META_FILE).is_file():
+                    names.append(f"{device.name}/{model.name}")
+    return sorted(names)
+
+
+def load_pretrained(name: str) -> Predictor:
+    """A shipped reference model by ``device/workload`` name."""
+    available = pretrained_names()
+    if name not in available:
+        raise ModelFileError(
+            f"no shipped reference model {name!r}; available: {', '.join(available) or 'none'}"
+        )
+    device, workload = name.split("/")
+    ref = resources.files(PRETRAINED_PACKAGE).joinpath(device, workload)
+    with resources.as_file(ref) as p:
+        return load_predictor(p)

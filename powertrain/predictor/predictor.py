@@ -1,0 +1,243 @@
+"""``Predictor``: time and power of a training workload in every power mode.
+
+Why: this is the object users hold. It pairs a time head and a power head (PowerTrain,
+paper §3), speaks DataFrames in the package schema, and carries what it was trained on,
+so it can warn about extrapolation and say where it came from when saved.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
+from . import checks
+from .estimator import PowerTrainMLP
+
+#: the two heads, in the order they are trained and written
+TARGETS = TARGET_COLUMNS
+
+
+class Predictor(BaseEstimator):
+    """A time head and a power head over ``cores, cpu_mhz, gpu_mhz, mem_mhz, batch_size``.
+
+    Parameters (stored only; see :class:`PowerTrainMLP` for their meaning)
+    ----------
+    hidden, dropout, learning_rate, epochs, batch_size, validation_fraction: the
+        reference training (paper Table 4: 256-128-64, Adam 1e-3, 100 epochs, 90:10).
+    input_transform, target_transform: ``"log"`` by default -- measured on the twin
+        corpora to cut the reference's time MAPE (benchmarks/results/accuracy*).
+    transfer_epochs, transfer_learning_rate, transfer_layers, transfer_head_init: how
+        :meth:`transfer` retrains (full-batch on the few samples).
+    random_state: seed of everything random; ``progress``: tqdm bars (None: reference
+        training only).
+    """
+
+    def __init__(
+        self,
+        hidden: tuple[int, ...] = (256, 128, 64),
+        dropout: float = 0.1,
+        learning_rate: float = 1e-3,
+        epochs: int = 100,
+        batch_size: int = 32,
+        validation_fraction: float = 0.1,
+        input_transform: str = "log",
+        target_transform: str = "log",
+        transfer_epochs: int = 200,
+        transfer_learning_rate: float = 1e-3,
+        transfer_layers: str = "all",
+        transfer_head_init: str = "reference",
+        random_state: int | None = 0,
+        progress: bool | None = None,
+    ):
+        self.hidden = hidden
+        self.dropout = dropout
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.validation_fraction = validation_fraction
+        self.input_transform = input_transform
+        self.target_transform = target_transform
+        self.transfer_epochs = transfer_epochs
+        self.transfer_learning_rate = transfer_learning_rate
+        self.transfer_layers = transfer_layers
+        self.transfer_head_init = transfer_head_init
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ training
+    def _head_estimator(self, target_index: int) -> PowerTrainMLP:
+        seed = None if self.random_state is None else int(self.random_state) + target_index
+        return PowerTrainMLP(
+            hidden_layer_sizes=tuple(self.hidden),
+            dropout=self.dropout,
+            learning_rate=self.learning_rate,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            validation_fraction=self.validation_fraction,
+            loss="mse",
+            input_transform=self.input_transform,
+            target_transform=self.target_transform,
+            random_state=seed,
+            verbose=self.progress is not False,
+        )
+
+    def fit(self, corpus: pd.DataFrame, source: str | None = None) -> Predictor:
+        """Train both heads from scratch on a profiled corpus (a reference, or a baseline).
+
+        ``corpus`` needs the configuration columns plus ``time_ms`` and ``power_w``; a
+        ``device``/``workload`` column, when present, is recorded as provenance.
+        """
+        df = checks.samples_table(corpus, "fit", source)
+        X = df[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        t0 = time.perf_counter()
+        self.heads_ = {}
+        for i, target in enumerate(TARGETS):
+            self.heads_[target] = self._head_estimator(i).fit(
+                X, df[target].to_numpy(dtype=np.float64)
+            )
+        self.feature_ranges_ = checks.ranges_of(df)
+        self.n_samples_ = len(df)
+        self.info_ = {
+            "kind": "reference",
+            "trained_on": _describe(corpus, len(df)),
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+        }
+        return self
+
+    def transfer(
+        self,
+        samples: pd.DataFrame,
+        *,
+        loss: str = "mse",
+        epochs: int | None = None,
+        learning_rate: float | None = None,
+        layers: str | None = None,
+        head_init: str | None = None,
+        random_state: int | None = None,
+        source: str | None = None,
+    ) -> Predictor:
+        """A new predictor for the workload (or device) the ``samples`` were profiled on.
+
+        Keeps this predictor's hidden layers, replaces the output layers and retrains on
+        the samples (paper §3.2), full-batch. ``loss="mape"`` is what the paper needed
+        when the device changes. This predictor is left untouched. Warns
+        (:class:`ExtrapolationWarning`) if the samples leave the reference's ranges.
+        """
+        check_is_fitted(self, "heads_")
+        df = checks.samples_table(samples, "transfer", source)
+        checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
+        X = df[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        seed = self.random_state if random_state is None else random_state
+        t0 = time.perf_counter()
+        new = Predictor(**self.get_params())
+        new.heads_ = {}
+        for i, target in enumerate(TARGETS):
+            new.heads_[target] = self.heads_[target].transfer(
+                X,
+                df[target].to_numpy(dtype=np.float64),
+                layers=layers or self.transfer_layers,
+                head_init=head_init or self.transfer_head_init,
+                epochs=epochs or self.transfer_epochs,
+                learning_rate=learning_rate or self.transfer_learning_rate,
+                batch_size=len(df),
+                loss=loss,
+                random_state=None if seed is None else int(seed) + i,
+            )
+            new.heads_[target].set_params(verbose=False)
+        new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
+        new.n_samples_ = len(df)
+        new.info_ = {
+            "kind": "transferred",
+            "trained_on": _describe(samples, len(df)),
+            "reference": self.info_,
+            "transfer": {
+                "loss": loss,
+                "layers": layers or self.transfer_layers,
+                "head_init": head_init or self.transfer_head_init,
+                "epochs": epochs or self.transfer_epochs,
+            },
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+        }
+        return new
+
+    # ------------------------------------------------------------------ prediction
+    def predict(
+        self,
+        modes: pd.DataFrame,
+        batch_size: int | Iterable[int] | None = None,
+        *,
+        return_std: bool = True,
+    ) -> pd.DataFrame:
+        """The caller's frame (every column kept) plus ``time_ms`` and ``power_w``.
+
+        ``batch_size``: a column of ``modes``, one size for all rows, or a list of sizes
+        (each mode repeated once per size). With ``return_std`` also ``time_ms_std`` and
+        ``power_w_std``: a 1-sigma predictive spread (last-layer Laplace plus the
+        model's held-out error) for safety margins. Existing ``time_ms``/``power_w``
+        columns are overwritten. Warns on configurations outside the training ranges.
+        """
+        check_is_fitted(self, "heads_")
+        frame = checks.config_table(modes, batch_size)
+        X = frame[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
+        out = frame.copy()
+        for target in TARGETS:
+            if return_std:
+                mean, std = self.heads_[target].predict(X, return_std=True)
+                out[target] = mean
+                out[f"{target}_std"] = std
+            else:
+                out[target] = self.heads_[target].predict(X)
+        return out
+
+    def score(self, samples: pd.DataFrame) -> dict[str, float]:
+        """MAPE % of each target on measured ``samples`` (the paper's metric)."""
+        from ..schema import check_samples
+
+        df = check_samples(samples)
+        pred = self.predict(df[list(CONFIG_COLUMNS)], return_std=False)
+        return {t: mape(df[t].to_numpy(), pred[t].to_numpy()) for t in TARGETS}
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        """Write a model directory (tensors + JSON, no pickle); see ``model_io``."""
+        from .model_io import save_predictor
+
+        return save_predictor(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Predictor:
+        """Read a model directory written by :meth:`save`; refuses anything suspicious."""
+        from .model_io import load_predictor
+
+        return load_predictor(path)
+
+    @classmethod
+    def from_pretrained(cls, name: str) -> Predictor:
+        """A shipped reference model, e.g. ``"orin-agx/resnet18"``."""
+        from .model_io import load_pretrained
+
+        return load_pretrained(name)
+
+
+def mape(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Mean absolute percentage error, in %."""
+    y_true = np.asarray(y_true, dtype=float)
+    return float(np.mean(np.abs(np.asarray(y_pred, dtype=float) - y_true) / np.abs(y_true)) * 100)
+
+
+def _describe(df: pd.DataFrame, n: int) -> dict:
+    """Provenance recorded with a model: row count and the ids present in the table."""
+    d: dict = {"rows": int(n)}
+    for col in ("device", "workload", "batch_size"):
+        if col in df.columns:
+            vals = sorted({str(v) if col != "batch_size" else int(v) for v in df[col].dropna()})
+            d[col] = vals if len(vals) <= 8 else vals[:8] + ["..."]
+    return d
