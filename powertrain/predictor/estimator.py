@@ -250,24 +250,19 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.loss_curve_ = info["history"]["train"]
         self.validation_curve_ = info["history"]["val"]
         # uncertainty: residuals of the chosen weights, posterior of the output layer
-        phi = mlp.features(self.net_, xs)
-        out = self._head(phi)
+        phi, out = mlp.predict(self.net_, xs)
+        out = out.numpy()
         resid = z - out
         self.noise_var_ = uncertainty.noise_variance(resid[va], resid[tr])
         self.head_cov_ = uncertainty.posterior_cov(phi[tr], self.noise_var_)
         self.n_features_in_ = X.shape[1]
 
     # ------------------------------------------------------------------ predict
-    def _head(self, phi: torch.Tensor) -> np.ndarray:
-        h = self.net_.head
-        with torch.inference_mode():
-            return torch.addmm(h.bias, phi, h.weight.t()).squeeze(-1).numpy()
-
     def _predict_z(self, X, return_std: bool):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        phi = mlp.features(self.net_, self._scale_x(X))
-        z = self._head(phi).astype(np.float64)
+        phi, out = mlp.predict(self.net_, self._scale_x(X))
+        z = out.numpy().astype(np.float64)
         var = (
             uncertainty.predictive_var(phi, self.head_cov_, self.noise_var_) if return_std else None
         )

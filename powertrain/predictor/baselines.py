@@ -1,0 +1,84 @@
+"""What PowerTrain is measured against, behind the Predictor interface.
+
+Why: a transfer-learning claim means nothing without the alternatives a user could
+pick instead (paper §4): the same MLP trained from scratch on the same few samples, the
+MLP trained on every mode (the accuracy floor, costly to profile), and a classical
+regressor, to show what the neural network buys. All take and return DataFrames like
+:class:`~powertrain.predictor.Predictor` (``fit(corpus)``, ``predict(modes, ...)``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.utils.validation import check_is_fitted
+
+from ..schema import CONFIG_COLUMNS
+from . import checks
+from .predictor import TARGETS, Predictor, mape
+
+
+def nn_from_scratch(samples: pd.DataFrame, **params) -> Predictor:
+    """The paper's "NN" baseline: the same MLP and hyper-parameters, no reference."""
+    params.setdefault("progress", False)
+    return Predictor(**params).fit(samples)
+
+
+def nn_on_all(corpus: pd.DataFrame, **params) -> Predictor:
+    """The paper's "NN All": trained on (90 % of) every profiled mode -- the floor."""
+    return Predictor(**params).fit(corpus)
+
+
+class GradientBoostingPredictor(BaseEstimator):
+    """Gradient-boosted trees per target on log inputs/targets (a classical regressor).
+
+    The paper dismissed trees for over-fitting (§3); this keeps that claim checkable.
+    """
+
+    def __init__(
+        self,
+        n_estimators: int = 300,
+        learning_rate: float = 0.05,
+        max_depth: int = 3,
+        random_state: int | None = 0,
+    ):
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.random_state = random_state
+
+    def fit(self, corpus: pd.DataFrame) -> GradientBoostingPredictor:
+        df = checks.samples_table(corpus, "fit")
+        X = np.log(df[list(CONFIG_COLUMNS)].to_numpy(dtype=float))
+        self.models_ = {}
+        for target in TARGETS:
+            m = GradientBoostingRegressor(
+                n_estimators=self.n_estimators,
+                learning_rate=self.learning_rate,
+                max_depth=self.max_depth,
+                subsample=0.8,
+                random_state=self.random_state,
+            )
+            self.models_[target] = m.fit(X, np.log(df[target].to_numpy(dtype=float)))
+        self.feature_ranges_ = checks.ranges_of(df)
+        return self
+
+    def predict(
+        self, modes: pd.DataFrame, batch_size: int | Iterable[int] | None = None, **_: object
+    ) -> pd.DataFrame:
+        check_is_fitted(self, "models_")
+        frame = checks.config_table(modes, batch_size)
+        checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
+        X = np.log(frame[list(CONFIG_COLUMNS)].to_numpy(dtype=float))
+        out = frame.copy()
+        for target in TARGETS:
+            out[target] = np.exp(self.models_[target].predict(X))
+        return out
+
+    def score(self, samples: pd.DataFrame) -> dict[str, float]:
+        pred = self.predict(samples[list(CONFIG_COLUMNS)])
+        return {t: mape(samples[t].to_numpy(), pred[t].to_numpy()) for t in TARGETS}

@@ -1,0 +1,166 @@
+"""Model directories: bit-identical round trip; refuse pickles, tampering, old formats."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import powertrain as pt
+from powertrain.errors import ModelFileError
+from powertrain.predictor import Predictor, pretrained_names
+from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE, _sha256
+from powertrain.predictor.synthetic import synthetic_corpus
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def grid() -> pd.DataFrame:
+    return pt.get_device("orin-agx").profiling_grid().sample(500, random_state=1)
+
+
+@pytest.fixture(scope="module")
+def model(grid) -> Predictor:
+    ref = Predictor(hidden=(32, 16, 8), epochs=5, progress=False).fit(synthetic_corpus(grid))
+    return ref.transfer(synthetic_corpus(grid, "c").sample(30, random_state=0), epochs=20)
+
+
+@pytest.fixture()
+def saved(model, tmp_path) -> Path:
+    return model.save(tmp_path / "m")
+
+
+def test_round_trip_is_bit_identical(model, saved, grid):
+    loaded = Predictor.load(saved)
+    modes = grid.assign(batch_size=16)
+    a, b = model.predict(modes), loaded.predict(modes)
+    for c in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
+        assert np.array_equal(a[c].to_numpy(), b[c].to_numpy()), c
+    assert loaded.get_params() == model.get_params()
+    assert loaded.feature_ranges_ == model.feature_ranges_
+    assert loaded.info_["kind"] == "transferred"
+    # a loaded model transfers again
+    loaded.transfer(synthetic_corpus(grid, "b").sample(10, random_state=2), epochs=3)
+
+
+def test_files_are_tensors_and_json(saved):
+    assert sorted(p.name for p in saved.iterdir()) == [META_FILE, WEIGHTS_FILE]
+    meta = json.loads((saved / META_FILE).read_text())
+    assert meta["format_version"] == 1 and meta["weights_sha256"] == _sha256(saved / WEIGHTS_FILE)
+    tensors = torch.load(saved / WEIGHTS_FILE, weights_only=True)
+    assert all(isinstance(v, torch.Tensor) for v in tensors.values())
+
+
+class _Payload:
+    """Unpickling this would create ``path`` -- the proof that code ran."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _rehash(d: Path) -> None:
+    meta = json.loads((d / META_FILE).read_text())
+    meta["weights_sha256"] = _sha256(d / WEIGHTS_FILE)
+    (d / META_FILE).write_text(json.dumps(meta))
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+@pytest.mark.parametrize("how", ["plain-pickle", "torch-zip"])
+def test_pickle_payload_refused_without_running(saved, tmp_path, how):
+    marker = tmp_path / "pwned"
+    if how == "plain-pickle":
+        (saved / WEIGHTS_FILE).write_bytes(pickle.dumps({"x": _Payload(str(marker))}))
+    else:
+        torch.save({"x": _Payload(str(marker))}, saved / WEIGHTS_FILE)
+    _rehash(saved)  # an attacker would fix the hash too: the unpickler must still refuse
+    with pytest.raises(ModelFileError, match="refused"):
+        Predictor.load(saved)
+    assert not marker.exists()
+
+
+def test_tampered_weights_refused(saved):
+    w = saved / WEIGHTS_FILE
+    tensors = torch.load(w, weights_only=True)
+    key = next(k for k in tensors if k.endswith("head.bias"))
+    tensors[key] = tensors[key] + 1.0
+    torch.save(tensors, w)
+    with pytest.raises(ModelFileError, match="SHA-256"):
+        Predictor.load(saved)
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        (lambda d: (d / WEIGHTS_FILE).unlink(), "incomplete"),
+        (lambda d: (d / META_FILE).unlink(), "not a model directory"),
+        (lambda d: (d / META_FILE).write_text("{not json"), "unreadable"),
+        (lambda d: _edit(d, format_version=99), "version 99 is not supported"),
+        (lambda d: _edit(d, format="something-else"), "not a powertrain-predictor"),
+        (lambda d: _edit(d, inputs=["cores"]), "inputs/targets"),
+        (lambda d: _edit(d, weights_file="../../etc/passwd"), "plain file name"),
+        (lambda d: _drop(d, "heads"), "missing field"),
+        (lambda d: _drop_tensor(d), "inconsistent model"),
+    ],
+)
+def test_damaged_directories_refused(saved, damage, match):
+    damage(saved)
+    with pytest.raises(ModelFileError, match=match):
+        Predictor.load(saved)
+
+
+def _edit(d: Path, **changes) -> None:
+    meta = json.loads((d / META_FILE).read_text())
+    meta.update(changes)
+    (d / META_FILE).write_text(json.dumps(meta))
+
+
+def _drop(d: Path, key: str) -> None:
+    meta = json.loads((d / META_FILE).read_text())
+    del meta[key]
+    (d / META_FILE).write_text(json.dumps(meta))
+
+
+def _drop_tensor(d: Path) -> None:
+    tensors = torch.load(d / WEIGHTS_FILE, weights_only=True)
+    del tensors[next(k for k in tensors if k.endswith("x_scale"))]
+    torch.save(tensors, d / WEIGHTS_FILE)
+    _rehash(d)
+
+
+def test_missing_directory_and_unknown_pretrained(tmp_path):
+    with pytest.raises(ModelFileError, match="no such model directory"):
+        Predictor.load(tmp_path / "nope")
+    with pytest.raises(ModelFileError, match="no shipped reference model"):
+        Predictor.from_pretrained("orin-agx/not-a-model")
+
+
+def test_unfitted_cannot_be_saved(tmp_path):
+    with pytest.raises(ModelFileError, match="unfitted"):
+        Predictor().save(tmp_path / "x")
+
+
+@pytest.mark.parametrize("name", pretrained_names())
+def test_shipped_reference_models_load_and_predict(name):
+    ref = Predictor.from_pretrained(name)
+    modes = pt.get_device(name.split("/")[0]).profiling_grid().head(50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = ref.predict(modes, batch_size=16)
+    assert (out["time_ms"] > 0).all() and (out["power_w"] > 0).all()
+
+
+def test_copy_of_directory_loads(saved, tmp_path):
+    dest = tmp_path / "copy"
+    shutil.copytree(saved, dest)
+    Predictor.load(dest)

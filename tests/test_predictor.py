@@ -1,0 +1,172 @@
+"""Predictor: fit / transfer / predict on synthetic data, immutability, bad inputs."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import powertrain as pt
+from powertrain.errors import DataError
+from powertrain.predictor import ExtrapolationWarning, Predictor
+from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
+from powertrain.predictor.synthetic import synthetic_corpus
+
+torch.set_num_threads(1)
+
+FAST = dict(hidden=(64, 32, 16), epochs=15, batch_size=64, progress=False)
+
+
+@pytest.fixture(scope="module")
+def grid() -> pd.DataFrame:
+    return pt.get_device("orin-agx").profiling_grid().sample(800, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def ref(grid) -> Predictor:
+    return Predictor(**FAST).fit(synthetic_corpus(grid, "a"))
+
+
+@pytest.fixture(scope="module")
+def target(grid) -> pd.DataFrame:
+    return synthetic_corpus(grid, "b", seed=1)
+
+
+def test_fit_learns_reference(ref, grid):
+    scores = ref.score(synthetic_corpus(grid, "a", seed=5))
+    assert scores["time_ms"] < 25 and scores["power_w"] < 15
+    assert set(ref.heads_) == {"time_ms", "power_w"}
+    assert ref.info_["kind"] == "reference"
+
+
+def test_constructor_stores_params_only():
+    p = Predictor(epochs=7)
+    assert p.get_params()["epochs"] == 7
+    assert not [k for k in vars(p) if k.endswith("_")]
+    assert p.set_params(epochs=3) is p and p.epochs == 3
+
+
+def test_predict_keeps_columns_and_adds_uncertainty(ref, grid):
+    modes = grid.head(20).assign(note="x")
+    out = ref.predict(modes, batch_size=16)
+    assert list(out.columns[: len(modes.columns)]) == list(modes.columns)
+    assert out.index.equals(modes.index)
+    for c in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
+        assert (out[c] > 0).all()
+    assert "batch_size" not in modes.columns  # caller's frame untouched
+    same = ref.predict(modes.assign(batch_size=16))
+    np.testing.assert_array_equal(same["time_ms"], out["time_ms"])
+
+
+def test_predict_batch_size_list_repeats_modes(ref, grid):
+    with pytest.warns(ExtrapolationWarning):  # the reference only saw batch 16
+        out = ref.predict(grid.head(5), batch_size=[8, 16], return_std=False)
+    assert len(out) == 10 and list(out["batch_size"][:2]) == [8, 16]
+    assert "time_ms_std" not in out
+
+
+def test_transfer_returns_new_model_and_leaves_reference_alone(ref, target):
+    before = {
+        t: {k: v.clone() for k, v in h.net_.state_dict().items()} for t, h in ref.heads_.items()
+    }
+    params = ref.get_params()
+    probe = target.head(30)
+    pred_before = ref.predict(probe)
+    model = ref.transfer(target.sample(30, random_state=0))
+    assert model is not ref and model.heads_["time_ms"].net_ is not ref.heads_["time_ms"].net_
+    for t, h in ref.heads_.items():
+        for k, v in h.net_.state_dict().items():
+            assert torch.equal(v, before[t][k]), f"{t}.{k} changed"
+    assert ref.get_params() == params
+    pd.testing.assert_frame_equal(ref.predict(probe), pred_before)
+    assert model.info_["kind"] == "transferred" and model.n_samples_ == 30
+
+
+def test_transfer_beats_scratch_with_few_samples(ref, target):
+    samples = target.sample(20, random_state=3)
+    rest = target.drop(samples.index)
+    pt_err = ref.transfer(samples).score(rest)
+    nn_err = nn_from_scratch(samples, **FAST).score(rest)
+    assert pt_err["time_ms"] < nn_err["time_ms"]
+    assert pt_err["power_w"] < nn_err["power_w"]
+
+
+def test_transfer_is_reproducible_and_mape_loss_works(ref, target):
+    s = target.sample(25, random_state=1)
+    a = ref.transfer(s).predict(target.head(10))
+    b = ref.transfer(s).predict(target.head(10))
+    pd.testing.assert_frame_equal(a, b)
+    m = ref.transfer(s, loss="mape", epochs=50, layers="head", head_init="fresh")
+    assert m.info_["transfer"]["loss"] == "mape"
+    assert m.score(target)["power_w"] < 50
+
+
+def test_uncertainty_grows_away_from_samples(ref, target):
+    near = target[(target.gpu_mhz > 600) & (target.gpu_mhz < 900)]
+    model = ref.transfer(near.sample(20, random_state=0), epochs=100)
+    far = target[target.gpu_mhz < 200].head(20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        rel_far = (model.predict(far)["time_ms_std"] / model.predict(far)["time_ms"]).median()
+        rel_near = (model.predict(near)["time_ms_std"] / model.predict(near)["time_ms"]).median()
+    assert rel_far > rel_near
+
+
+def test_extrapolation_warns(ref, grid):
+    modes = grid.head(5).assign(gpu_mhz=5000.0)
+    with pytest.warns(ExtrapolationWarning, match="gpu_mhz"):
+        ref.predict(modes, batch_size=16)
+    with pytest.warns(ExtrapolationWarning, match="batch_size"):
+        ref.predict(grid.head(5), batch_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExtrapolationWarning)
+        ref.predict(grid.head(5), batch_size=16)
+
+
+def test_extrapolating_transfer_samples_warn(ref, target):
+    s = target.sample(20, random_state=0).assign(batch_size=32)
+    with pytest.warns(ExtrapolationWarning, match="transfer samples"):
+        model = ref.transfer(s, epochs=5)
+    assert model.feature_ranges_["batch_size"] == [16.0, 32.0]
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d.drop(columns=["power_w"]), "missing column"),
+        (lambda d: d.assign(gpu_mhz=np.where(np.arange(len(d)) == 3, np.nan, d.gpu_mhz)), "row 4"),
+        (lambda d: d.assign(time_ms=-d.time_ms), "time_ms.*must be > 0"),
+        (lambda d: d.assign(power_w=0.0), "power_w.*must be > 0"),
+        (lambda d: d.head(3), "at least 5"),
+        (lambda d: d.iloc[:0], "no rows"),
+    ],
+)
+def test_bad_samples_rejected(ref, target, mutate, match):
+    bad = mutate(target.sample(20, random_state=0).reset_index(drop=True))
+    with pytest.raises(DataError, match=match):
+        ref.transfer(bad)
+
+
+def test_bad_modes_rejected(ref, grid):
+    with pytest.raises(DataError, match="batch_size"):
+        ref.predict(grid.head(3))
+    with pytest.raises(DataError, match="missing column"):
+        ref.predict(grid.head(3).drop(columns=["cores"]), batch_size=16)
+    with pytest.raises(DataError, match="DataFrame"):
+        ref.predict(np.zeros((3, 5)))
+
+
+def test_unfitted_predictor_refuses():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        Predictor().predict(pd.DataFrame({"cores": [1]}), batch_size=1)
+
+
+def test_gradient_boosting_baseline(target):
+    gb = GradientBoostingPredictor(n_estimators=50).fit(target.sample(50, random_state=0))
+    out = gb.predict(target.head(10))
+    assert (out["time_ms"] > 0).all() and gb.score(target)["time_ms"] < 100
