@@ -16,6 +16,7 @@ from .errors import (
     SpecError,
 )
 from .optimise import fastest_under, pareto_front
+from .predictor import Predictor
 from .profiling.sweep import profile
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
@@ -30,6 +31,7 @@ __all__ = [
     "ModeError",
     "ModelFileError",
     "NoFeasibleModeError",
+    "Predictor",
     "PowerTrainError",
     "ProfilingError",
     "SpecError",

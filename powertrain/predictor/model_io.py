@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
 from ..errors import ModelFileError
 from ..schema import CONFIG_COLUMNS
 from .estimator import PowerTrainMLP
@@ -32,6 +31,12 @@ META_FILE = "model.json"
 WEIGHTS_FILE = "weights.pt"
 #: shipped reference models live in this package (reference_models/ in the repository)
 PRETRAINED_PACKAGE = "powertrain._reference_models"
+
+
+def _version() -> str:
+    from .. import __version__  # late: powertrain/__init__ imports this package first
+
+    return __version__
 
 
 def _sha256(path: Path) -> str:
@@ -63,7 +68,7 @@ def save_predictor(model: Predictor, path: str | Path) -> Path:
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "powertrain_version": __version__,
+        "powertrain_version": _version(),
         "torch_version": torch.__version__,
         "inputs": list(CONFIG_COLUMNS),
         "targets": list(TARGETS),
@@ -97,7 +102,7 @@ def _read_meta(path: Path) -> dict:
     if version != FORMAT_VERSION:
         raise ModelFileError(
             f"{meta_path}: format version {version!r} is not supported by powertrain "
-            f"{__version__} (reads version {FORMAT_VERSION}); retrain or upgrade"
+            f"{_version()} (reads version {FORMAT_VERSION}); retrain or upgrade"
         )
     missing = [
         k
