@@ -8,9 +8,12 @@ Zeus's device abstraction.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 class Backend(ABC):
@@ -26,6 +29,12 @@ class Backend(ABC):
     workload_name: str = "unknown"
     #: sensor sampling period in seconds (1 s on Jetsons through jtop / hwmon polling)
     sample_period_s: float = 1.0
+    #: extra configuration columns this backend sets besides the schema's (e.g.
+    #: ``num_workers``); they are written to the output and identify a configuration
+    knob_columns: tuple[str, ...] = ()
+    #: schema configuration columns this backend cannot set but reports as observed
+    #: (NVML: the clocks); they are left out of a configuration's identity on resume
+    observed_columns: tuple[str, ...] = ()
 
     @abstractmethod
     def configure(self, config: Mapping[str, float]) -> None:
@@ -45,13 +54,32 @@ class Backend(ABC):
         """Power sensor readings (W) taken in ``[start, end)`` as an (n, 2) array of
         (time_s, watts). May be empty when the window is shorter than a sample period."""
 
-    def reset(self) -> None:
+    def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:
+        """Fill configuration columns the caller may leave out (NVML: nominal clocks).
+
+        Why: a backend that cannot set a knob still needs the schema's columns present."""
+        return modes
+
+    def observed(self, start: float, end: float) -> dict:
+        """Column values measured during ``[start, end)`` that override the requested ones
+        in the summary row (NVML: the clocks the GPU actually ran at). Default: none."""
+        return {}
+
+    def describe(self) -> dict:
+        """Facts about the board and software for the output's provenance sidecar."""
+        return {"backend": type(self).__name__}
+
+    def on_error(self) -> None:  # noqa: B027 - optional, no-op by default
+        """Called by the sweep when profiling fails; hardware backends put the board back
+        in its original state here, so a failure never leaves it in a half-set mode."""
+
+    def reset(self) -> None:  # noqa: B027 - optional, no-op by default
         """Return to the top settings so frequencies can step down again (see sweep_order)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional, no-op by default
         """Restore the board to the state it was in before profiling."""
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -2,34 +2,92 @@
 
 Why: one code path for the twin and for real hardware, so corpora made on the twin are
 made exactly as a user's samples would be. Each finished configuration is appended and
-flushed to the output CSV (with its raw logs) before the next starts, so an interrupted
-sweep resumes where it stopped.
+fsynced to the output CSV (raw logs first, then the summary row) before the next
+starts, so an interrupted sweep -- Ctrl-C, a crash, SIGKILL, a power cut -- resumes
+where it stopped without losing or duplicating a configuration.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import time
+import warnings
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
 from ..errors import DataError, ProfilingError
-from ..schema import CONFIG_COLUMNS, MODE_COLUMNS
-from .aggregate import stable_since, summarise
+from ..schema import CONFIG_COLUMNS
+from .aggregate import stable_since, summarise_window
 from .backend import Backend
 
-#: aggregated columns written per configuration, in order
+#: aggregated columns written per configuration, in order (a backend's ``knob_columns``
+#: follow the schema's configuration columns)
 RESULT_COLUMNS = (
     "device", "workload", *CONFIG_COLUMNS, "time_ms", "power_w", "time_ms_std", "power_w_std",
     "n_minibatches", "n_power_samples", "stable", "profile_s",
 )
 
+_SHOWN = (*CONFIG_COLUMNS, "num_workers")
+_ROUND = 3  # decimals a configuration is identified by (MHz tables are given to 0.1 kHz)
 
-def _config_key(row: Mapping) -> tuple:
-    return tuple(round(float(row[c]), 3) for c in CONFIG_COLUMNS)
+
+def key_columns(backend: Backend) -> tuple[str, ...]:
+    """The columns that identify a configuration: what the backend actually sets."""
+    observed = set(getattr(backend, "observed_columns", ()))
+    cols = (*CONFIG_COLUMNS, *getattr(backend, "knob_columns", ()))
+    return tuple(c for c in cols if c not in observed)
+
+
+def output_columns(backend: Backend) -> list[str]:
+    """Columns of the summary CSV for this backend, in order."""
+    knobs = [c for c in getattr(backend, "knob_columns", ()) if c not in RESULT_COLUMNS]
+    n = 2 + len(CONFIG_COLUMNS)
+    return [*RESULT_COLUMNS[:n], *knobs, *RESULT_COLUMNS[n:]]
+
+
+def _config_key(row: Mapping, columns: Sequence[str] = CONFIG_COLUMNS) -> tuple:
+    return tuple(round(float(row[c]), _ROUND) for c in columns)
+
+
+def _keys_of(df: pd.DataFrame, columns: Sequence[str]) -> list[tuple]:
+    vals = np.round(df[list(columns)].to_numpy(dtype=float), _ROUND)
+    return [tuple(float(x) for x in r) for r in vals]
+
+
+def _describe(config: Mapping, columns: Iterable[str]) -> str:
+    short = {"cores": "c", "cpu_mhz": "cpu", "gpu_mhz": "gpu", "mem_mhz": "mem", "batch_size": "b",
+             "num_workers": "w"}
+    return " ".join(f"{short.get(c, c)}={float(config[c]):g}" for c in columns if c in config)
+
+
+# -- measuring one configuration ---------------------------------------------------------
+
+def _clean_window(backend: Backend, log: list, first: int, n: int, min_samples: int) -> int | None:
+    """Index into ``log`` of the start of the shortest clean window that ends at the last
+    minibatch, holds at least ``n`` minibatches and ``min_samples`` power readings; None
+    if the clean minibatches so far hold too few readings.
+
+    Why: at fast modes 40 minibatches finish between two 1 Hz readings; extending the
+    window (more minibatches) is the fix, averaging an empty window as 0 W is not.
+    """
+    last = len(log) - n  # latest start index that still leaves n minibatches
+    if last < first:
+        return None
+    t = backend.power_samples(log[first][0], log[-1][1])
+    t = np.asarray(t, dtype=float).reshape(-1, 2)[:, 0]
+    if len(t) < min_samples:
+        return None
+    t.sort()
+    starts = np.array([log[i][0] for i in range(first, last + 1)])
+    counts = len(t) - np.searchsorted(t, starts, side="left")
+    ok = np.flatnonzero(counts >= min_samples)
+    return first + int(ok[-1]) if len(ok) else None
 
 
 def profile_one(
@@ -44,89 +102,256 @@ def profile_one(
     """Measure one configuration; return (summary row, minibatch log, power log).
 
     Runs a discarded warm-up minibatch, then minibatches until the power has settled
-    (sliding window) and ``n_minibatches`` clean ones that start after it have run with
-    at least ``min_power_samples`` sensor readings during them. If power never settles
-    within ``max_settle_s``, the minibatches after that point are used and the row is
-    marked ``stable = False``.
+    (sliding window of ``window`` readings within ``rel_tol``) and at least
+    ``n_minibatches`` clean ones after it hold ``min_power_samples`` sensor readings;
+    when the last ``n_minibatches`` are too quick for that, the window grows backwards
+    over more clean minibatches. If power never settles within ``max_settle_s``, the
+    minibatches after that point are used and the row is marked ``stable = False``. A
+    sensor that stays silent for several sample periods raises ProfilingError; a window
+    that still holds no reading gets NaN power, never 0 W.
     """
+    if int(n_minibatches) < 1:
+        raise ValueError(f"n_minibatches must be >= 1, got {n_minibatches!r}")
+    n = int(n_minibatches)
+    period = float(getattr(backend, "sample_period_s", 1.0) or 1.0)
+    patience = (min_power_samples + 3) * period  # a working sensor gives readings by then
     backend.configure(config)
     t_mode = backend.now()
     log: list[tuple[float, float, float]] = []  # (start_s, end_s, ms)
-    warm_start = backend.now()
-    warm_ms = backend.run_minibatch()
-    log.append((warm_start, backend.now(), warm_ms))
-    settled_at: float | None = None
-    stable = True
-    max_total = 50 * n_minibatches + 1000
-    while True:
+
+    def run() -> None:
         t0 = backend.now()
         ms = backend.run_minibatch()
-        if not np.isfinite(ms) or ms <= 0:
-            raise ProfilingError(f"backend returned an invalid minibatch time {ms!r} for {dict(config)}")
-        log.append((t0, backend.now(), ms))
-        now = backend.now()
+        if ms is None or not np.isfinite(ms) or ms <= 0:
+            raise ProfilingError(
+                f"backend returned an invalid minibatch time {ms!r} for {_describe(config, _SHOWN)}"
+            )
+        log.append((t0, backend.now(), float(ms)))
+
+    run()  # warm-up: kernel selection, allocator, caches (PowerTrain §2.5) -- discarded
+    settled_at: float | None = None
+    first = None  # index of the first clean minibatch
+    stable = True
+    n_seen = -1
+    chosen: int | None = None
+    max_total = 50 * n + 1000
+    while chosen is None:
+        run()
+        now = log[-1][1]
         if settled_at is None:
-            settled_at = stable_since(backend.power_samples(t_mode, now), window, rel_tol)
+            seen = np.asarray(backend.power_samples(t_mode, now), dtype=float).reshape(-1, 2)
+            if len(seen) == 0 and now - t_mode > patience:
+                raise ProfilingError(
+                    f"the power sensor gave no reading for {now - t_mode:.1f} s (sample period "
+                    f"{period:g} s) in configuration {_describe(config, _SHOWN)}; check that "
+                    "the sensor works (jtop service running, INA3221 files readable)"
+                )
+            if len(seen) != n_seen:
+                n_seen = len(seen)
+                settled_at = stable_since(seen, window, rel_tol)
             if settled_at is None and now - t_mode > max_settle_s:
                 settled_at, stable = now, False
-        if settled_at is not None:
-            clean = [r for r in log[1:] if r[0] >= settled_at]
-            if len(clean) >= n_minibatches:
-                start = clean[-n_minibatches][0]
-                samples = backend.power_samples(start, now)
-                if len(samples) >= min_power_samples:
-                    break
-        if len(log) > max_total:
-            # give up waiting for power samples: keep what was measured, flag it
-            stable = False
-            break
-    clean = [r for r in log[1:] if settled_at is not None and r[0] >= settled_at][-n_minibatches:]
-    if not clean:
-        clean = log[1:][-n_minibatches:]
+        if settled_at is not None and first is None:
+            first = next((i for i in range(1, len(log)) if log[i][0] >= settled_at), None)
+        if first is not None:
+            chosen = _clean_window(backend, log, first, n, min_power_samples)
+            if chosen is None and len(log) - first >= n and log[-1][1] - log[first][0] >= patience:
+                chosen, stable = first, False  # too few readings even over a long window
+        if chosen is None and len(log) > max_total:
+            chosen, stable = (first if first is not None else max(1, len(log) - n)), False
+    clean = log[chosen:]
     start, end = clean[0][0], clean[-1][1]
-    samples = backend.power_samples(start, end)
+    samples = np.asarray(backend.power_samples(start, end), dtype=float).reshape(-1, 2)
+    arr = np.array(clean)
     row = {c: config[c] for c in CONFIG_COLUMNS if c in config}
-    row.update(summarise(np.array([r[2] for r in clean]), samples[:, 1] if len(samples) else []))
-    row["stable"] = stable
+    for c in getattr(backend, "knob_columns", ()):
+        if c in config:
+            row[c] = config[c]
+    row.update(summarise_window(arr[:, 0], arr[:, 1], arr[:, 2], samples))
+    if row["n_power_samples"] == 0:
+        warnings.warn(
+            f"no power reading during the clean minibatches of {_describe(config, _SHOWN)}; "
+            "power_w is NaN (not 0)", RuntimeWarning, stacklevel=2,
+        )
+    row["stable"] = bool(stable)
     row["profile_s"] = backend.now() - t_mode
+    observed = getattr(backend, "observed", None)
+    if observed is not None:
+        allowed = getattr(backend, "observed_columns", ())
+        row.update({k: v for k, v in observed(start, end).items() if k in allowed})
     mb = pd.DataFrame(log, columns=["start_s", "end_s", "time_ms"])
-    mb["clean"] = [False] + [r in clean for r in log[1:]]
-    all_samples = backend.power_samples(t_mode, backend.now())
+    mb["clean"] = np.arange(len(log)) >= chosen
+    all_samples = np.asarray(backend.power_samples(t_mode, backend.now()), dtype=float)
     pw = pd.DataFrame(all_samples.reshape(-1, 2), columns=["t_s", "power_w"])
     return row, mb, pw
 
 
-def _append_csv(df: pd.DataFrame, path: Path) -> None:
-    header = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as f:
-        df.to_csv(f, header=header, index=False)
-        f.flush()
-        os.fsync(f.fileno())
-
+# -- crash-safe output -------------------------------------------------------------------
 
 def raw_log_paths(out: Path) -> tuple[Path, Path]:
     """Where the per-minibatch and per-sample logs of ``out`` live."""
+    out = Path(out)
     stem = out.name[: -len(".csv")] if out.name.endswith(".csv") else out.name
     return out.with_name(stem + ".minibatches.csv"), out.with_name(stem + ".power.csv")
 
 
-def _already_done(out: Path, backend: Backend) -> set[tuple]:
-    if not out.exists() or out.stat().st_size == 0:
-        return set()
+def meta_path(out: Path) -> Path:
+    """The provenance sidecar of ``out`` (device, workload, backend, software, command)."""
+    out = Path(out)
+    stem = out.name[: -len(".csv")] if out.name.endswith(".csv") else out.name
+    return out.with_name(stem + ".meta.json")
+
+
+def _fsync_dir(path: Path) -> None:
     try:
-        done = pd.read_csv(out)
-    except pd.errors.ParserError as e:
-        raise DataError(f"{out}: cannot resume, the file is not a readable CSV ({e})") from None
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _append_csv(df: pd.DataFrame, path: Path, fsync: bool = True) -> None:
+    """Append rows with one write call, flushed (and fsynced) before returning."""
+    new = not path.exists() or path.stat().st_size == 0
+    text = df.to_csv(header=new, index=False, lineterminator="\n")
+    with open(path, "a", newline="") as f:
+        f.write(text)
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+    if new and fsync:
+        _fsync_dir(path)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path)
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a torn last line (the process died inside a write) so the CSV parses again."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        cut = f.read().rfind(b"\n") + 1
+        f.truncate(cut)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _read_csv(path: Path, what: str) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: cannot resume, the {what} is not a readable CSV ({e}); "
+                        "choose another output file") from None
+
+
+def _check_identity(where: Path, found: Mapping[str, Iterable], backend: Backend) -> None:
     for col, expected in (("device", backend.device_name), ("workload", backend.workload_name)):
-        if col in done.columns and len(done) and set(done[col].astype(str)) != {expected}:
+        values = sorted({str(v) for v in found.get(col, ())})
+        if values and values != [str(expected)]:
             raise DataError(
-                f"{out}: written for {col} {sorted(set(done[col].astype(str)))}, not {expected!r}; "
-                "choose another output file"
+                f"{where}: this output was written for {col} {', '.join(values)}, "
+                f"not {expected!r}; "
+                "profile into another output file (or delete this one to start over)"
             )
-    missing = [c for c in CONFIG_COLUMNS if c not in done.columns]
-    if missing:
-        raise DataError(f"{out}: cannot resume, missing column(s) {', '.join(missing)}")
-    return {_config_key(r) for r in done.to_dict("records")}
+
+
+def _already_done(out: Path, backend: Backend) -> set[tuple]:
+    """Configurations already in ``out``; also repairs a torn last line and drops raw-log
+    rows of a configuration whose summary row never made it to disk."""
+    keys = key_columns(backend)
+    meta = meta_path(out)
+    if meta.exists():
+        try:
+            info = json.loads(meta.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise DataError(
+                f"{meta}: unreadable provenance sidecar ({e}); delete it to resume"
+            ) from None
+        _check_identity(meta, {k: [info[k]] for k in ("device", "workload") if k in info}, backend)
+    mb_path, pw_path = raw_log_paths(out)
+    for p in (out, mb_path, pw_path):
+        _repair_tail(p)
+    if not out.exists() or out.stat().st_size == 0:
+        done_df = pd.DataFrame(columns=output_columns(backend))
+    else:
+        done_df = _read_csv(out, "output")
+    if len(done_df.columns):
+        ids = {c: done_df[c] for c in ("device", "workload") if c in done_df}
+        _check_identity(out, ids, backend)
+        expected = output_columns(backend)
+        if list(done_df.columns) != expected:
+            missing = [c for c in expected if c not in done_df.columns]
+            extra = [c for c in done_df.columns if c not in expected]
+            raise DataError(
+                f"{out}: cannot resume, its columns differ from this backend's output "
+                f"(missing: {', '.join(missing) or '-'}; unexpected: {', '.join(extra) or '-'}); "
+                "profile into another output file"
+            )
+    done = set(_keys_of(done_df, keys)) if len(done_df) else set()
+    for p in (mb_path, pw_path):
+        if not p.exists() or p.stat().st_size == 0:
+            continue
+        raw = _read_csv(p, "raw log")
+        if not len(raw) or any(c not in raw.columns for c in keys):
+            continue
+        keep = np.array([k in done for k in _keys_of(raw, keys)], dtype=bool)
+        if not keep.all():  # killed between the raw logs and the summary row
+            _atomic_write(p, raw[keep].to_csv(index=False, lineterminator="\n"))
+    return done
+
+
+def _write_meta(out: Path, backend: Backend, n_minibatches: int) -> None:
+    path = meta_path(out)
+    if path.exists():
+        return
+    from .. import __version__
+
+    describe = getattr(backend, "describe", None)
+    info = {
+        "device": backend.device_name,
+        "workload": backend.workload_name,
+        "n_minibatches": int(n_minibatches),
+        "sample_period_s": float(getattr(backend, "sample_period_s", 1.0)),
+        "key_columns": list(key_columns(backend)),
+        "powertrain": __version__,
+        "python": sys.version.split()[0],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": sys.argv,
+        "backend": describe() if describe else {"backend": type(backend).__name__},
+    }
+    _atomic_write(path, json.dumps(info, indent=1, default=str) + "\n")
+
+
+# -- the sweep ---------------------------------------------------------------------------
+
+def _mark_resets(records: list[dict]) -> None:
+    """Recompute ``reset_before`` over the rows still to run: a resumed sweep skips rows,
+    so a chain's first row may be gone while the next one would step a frequency up."""
+    prev = None
+    for r in records:
+        r["reset_before"] = prev is not None and (
+            r["cpu_mhz"] > prev["cpu_mhz"] + 1e-9 or r["gpu_mhz"] > prev["gpu_mhz"] + 1e-9
+        )
+        prev = r
 
 
 def profile(
@@ -136,43 +361,90 @@ def profile(
     n_minibatches: int = 40,
     out: str | Path | None = None,
     progress: bool = True,
+    fsync: bool = True,
     **kwargs,
 ) -> pd.DataFrame:
     """Profile every row of ``modes`` on ``backend`` and return one schema row per mode.
 
     ``batch_size`` sets the column for every row (else ``modes`` must carry one). With
-    ``out``, each finished configuration is appended to that CSV (raw logs beside it) at
-    once, and rows already there are skipped, so rerunning resumes an interrupted sweep.
-    Extra keyword arguments go to :func:`profile_one`.
+    ``out``, each finished configuration is appended to that CSV (raw logs and a
+    provenance sidecar beside it) and fsynced at once, and rows already there are
+    skipped, so rerunning resumes an interrupted sweep; the return value is then the
+    whole file. ``fsync=False`` trades crash durability for speed (simulated corpora).
+    Extra keyword arguments go to :func:`profile_one`. If profiling fails, the backend's
+    ``on_error`` puts the board back in its original state before the error propagates.
     """
     from ..schema import check_modes
 
     configs = modes.copy()
     if batch_size is not None:
         configs["batch_size"] = int(batch_size)
+    complete = getattr(backend, "complete_modes", None)
+    if complete is not None:
+        configs = complete(configs)
     configs = check_modes(configs, source="modes", batch_size=True)
     if hasattr(backend, "sweep_order"):
         configs = backend.sweep_order(configs)
+    keys = key_columns(backend)
+    missing = [c for c in keys if c not in configs.columns]
+    if missing:
+        raise DataError(
+            f"modes: missing column(s) {', '.join(missing)} that {type(backend).__name__} sets"
+        )
+    records = configs.to_dict("records")
+    seen: set[tuple] = set()
+    unique = []
+    for r in records:  # the same configuration twice is profiled once
+        k = _config_key(r, keys)
+        if k not in seen:
+            seen.add(k)
+            unique.append(r)
     out_path = Path(out) if out is not None else None
-    done = _already_done(out_path, backend) if out_path else set()
-    rows = []
-    todo = [r for r in configs.to_dict("records") if _config_key(r) not in done]
-    bar = tqdm(todo, disable=not progress, desc=f"profiling {backend.workload_name} on {backend.device_name}",
-               unit="mode")
-    for i, config in enumerate(bar):
-        if config.get("reset_before") and i > 0:
-            backend.reset()
-        row, mb, pw = profile_one(backend, config, n_minibatches=n_minibatches, **kwargs)
-        row = {"device": backend.device_name, "workload": backend.workload_name, **row}
-        rows.append(row)
-        if out_path:
-            key = dict(zip(CONFIG_COLUMNS, _config_key(config)))
-            mb_path, pw_path = raw_log_paths(out_path)
-            _append_csv(mb.assign(**key), mb_path)
-            _append_csv(pw.assign(**key), pw_path)
-            _append_csv(pd.DataFrame([row], columns=list(RESULT_COLUMNS)), out_path)
-        bar.set_postfix({c: config[c] for c in MODE_COLUMNS}, refresh=False)
-    result = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
-    if out_path:
-        return pd.read_csv(out_path)
-    return result
+    if out_path is not None:
+        if not out_path.parent.is_dir():
+            raise DataError(f"{out_path}: folder {out_path.parent} does not exist")
+        done = _already_done(out_path, backend)
+        _write_meta(out_path, backend, n_minibatches)
+    else:
+        done = set()
+    todo = [r for r in unique if _config_key(r, keys) not in done]
+    if "reset_before" in configs.columns:
+        _mark_resets(todo)
+    columns = output_columns(backend)
+    rows: list[dict] = []
+    board_s = 0.0
+    bar = tqdm(total=len(todo), disable=not progress, unit="mode", dynamic_ncols=True,
+               desc=f"{backend.workload_name} on {backend.device_name}",
+               bar_format="{desc}: {n}/{total} [{elapsed}<{remaining}]{postfix}")
+    try:
+        for i, config in enumerate(todo):
+            status = f"{_describe(config, keys)} | board {board_s / 3600:.2f} h"
+            bar.set_postfix_str(status, refresh=True)
+            if config.get("reset_before") and i > 0:
+                backend.reset()
+            row, mb, pw = profile_one(backend, config, n_minibatches=n_minibatches, **kwargs)
+            row = {"device": backend.device_name, "workload": backend.workload_name, **row}
+            rows.append(row)
+            board_s += float(row.get("profile_s", 0.0))
+            if out_path is not None:
+                key = {c: config[c] for c in keys}
+                mb_path, pw_path = raw_log_paths(out_path)
+                _append_csv(mb.assign(**key), mb_path, fsync)
+                _append_csv(pw.assign(**key), pw_path, fsync)
+                _append_csv(pd.DataFrame([row], columns=columns), out_path, fsync)  # commit point
+            bar.update(1)
+    except BaseException:
+        on_error = getattr(backend, "on_error", None)
+        if on_error is not None:
+            try:
+                on_error()
+            except Exception as restore_error:  # keep the original error, report both
+                warnings.warn(f"restoring the board after a failure failed too: {restore_error}",
+                              RuntimeWarning, stacklevel=2)
+        raise
+    finally:
+        bar.close()
+    if out_path is not None:
+        result = pd.read_csv(out_path)
+        return result.drop_duplicates(subset=list(keys), keep="first").reset_index(drop=True)
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,269 @@
+"""Profiling on a real Jetson: power modes through sysfs, power from jtop or INA3221.
+
+Why: the user's ~50 samples must be measured on their own board, and the board must
+never be left in an odd mode. The backend snapshots the configuration it will touch
+(online cores, CPU/GPU ranges, EMC, fan) before writing anything, and restores it on
+close, on any profiling error, on Ctrl-C, SIGTERM/SIGHUP and at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..devices import Device, get_device
+from ..errors import ProfilingError
+from .backend import Backend
+from .power_sensors import PowerSampler, open_sensor
+from .step import TrainingStep, as_step
+from .sysfs_knobs import SysfsKnobs, Writer, glob_under, write_sysfs
+
+ROOT_HELP = (
+    "profiling a Jetson sets clocks through sysfs, which needs root: run "
+    "`sudo -E $(which powertrain) profile ...` (or `sudo -E python your_script.py`)"
+)
+
+#: fan PWM files (JetPack 5+: hwmon pwm1, JetPack 4: target_pwm); 255 = full speed
+_FAN_GLOBS = (
+    "/sys/devices/platform/pwm-fan/hwmon/hwmon*/pwm1",
+    "/sys/devices/pwm-fan/hwmon/hwmon*/pwm1",
+    "/sys/devices/pwm-fan/target_pwm",
+)
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+class _Fan:
+    """Fan at full speed while profiling: thermal throttling would bend the measurements."""
+
+    def __init__(self, root: Path, write: Writer):
+        self.write = write
+        self.files: list[Path] = []
+        for pattern in _FAN_GLOBS:
+            for p in glob_under(root, pattern):
+                if p.resolve() not in {f.resolve() for f in self.files}:
+                    self.files.append(p)
+        if not self.files:
+            warnings.warn(
+                "no fan PWM file found; if the board has a fan, set it to full speed "
+                "yourself (sudo jetson_clocks --fan) so it does not throttle",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self.saved = {p: p.read_text().strip() for p in self.files}
+        enables = [p.with_name(p.name + "_enable") for p in self.files]
+        self.saved.update({e: e.read_text().strip() for e in enables if e.exists()})
+
+    def full(self) -> None:
+        for p in self.files:
+            enable = p.with_name(p.name + "_enable")
+            if enable.exists():
+                self.write(enable, "1")  # manual control
+            self.write(p, "255")
+
+    def restore(self) -> None:
+        for p, v in self.saved.items():
+            if not p.name.endswith("_enable"):
+                self.write(p, v)
+        for p, v in self.saved.items():
+            if p.name.endswith("_enable"):
+                self.write(p, v)
+
+
+class JetsonBackend(Backend):
+    """A Jetson running the user's training step.
+
+    ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
+    ``step(batch_size)``, or a workload name (see :func:`~powertrain.profiling.step.load_step`).
+    ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
+    Use it as a context manager (or call :meth:`close`) so the board is restored.
+    ``self.device`` is the board's own power-mode space (its tables may differ from the
+    catalog's); draw modes from it.
+    """
+
+    knob_columns = ("num_workers",)
+
+    def __init__(
+        self,
+        device: Any,
+        step: Any,
+        root: str | Path = "/",
+        sensor: str = "auto",
+        sample_period_s: float = 1.0,
+        fan: bool = True,
+        emc: str = "auto",
+        gpu_devfreq: str | Path | None = None,
+        write: Writer | None = None,
+        jtop_factory: Callable | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        handle_signals: bool = True,
+        check_root: bool = True,
+    ):
+        if check_root and not _is_root():
+            raise ProfilingError(ROOT_HELP)
+        catalog = get_device(device)
+        self.root = Path(root)
+        self.write = write or write_sysfs
+        self.clock = clock
+        self.sample_period_s = float(sample_period_s)
+        self.step: TrainingStep = as_step(step)
+        self.device_name = catalog.name
+        self.workload_name = self.step.name
+        self.knobs = SysfsKnobs(
+            catalog.spec, self.root, self.write, emc=emc, gpu_devfreq=gpu_devfreq
+        )
+        self.tables = self.knobs.check_against_catalog()
+        same = (
+            tuple(self.tables.cpu_mhz) == tuple(catalog.spec.cpu_mhz)
+            and tuple(self.tables.gpu_mhz) == tuple(catalog.spec.gpu_mhz)
+            and tuple(self.tables.mem_mhz) == tuple(catalog.spec.mem_mhz)
+        )
+        self.device = Device(
+            replace(
+                catalog.spec,
+                cores=self.tables.cores,
+                min_cores=min(catalog.spec.min_cores, self.tables.cores),
+                cpu_mhz=self.tables.cpu_mhz,
+                gpu_mhz=self.tables.gpu_mhz,
+                mem_mhz=self.tables.mem_mhz,
+                profiling_grid=catalog.spec.profiling_grid if same else None,
+            )
+        )
+        self.sensor = open_sensor(
+            catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
+        )
+        self._closed = False
+        self._signals: dict[int, Any] = {}
+        self.original = self.knobs.snapshot()  # before the first write
+        self.original_mode = self.knobs.state()
+        self._fan = _Fan(self.root, self.write) if fan else None
+        try:
+            if self._fan:
+                self._fan.full()
+            self.sampler = PowerSampler(self.sensor.read_w, self.sample_period_s, clock).start()
+            if handle_signals:
+                self._install_signals()
+            atexit.register(self.close)
+        except BaseException:
+            self._restore_board()
+            self.sensor.close()
+            raise
+
+    # -- safety ---------------------------------------------------------------------
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop(signum: int, frame: Any) -> None:
+            raise SystemExit(128 + signum)  # unwinds through on_error / close: board restored
+
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                self._signals[sig] = signal.signal(sig, stop)
+
+    def _restore_board(self) -> None:
+        errors = []
+        try:
+            self.knobs.restore(self.original)
+        except ProfilingError as e:
+            errors.append(str(e))
+        if self._fan:
+            try:
+                self._fan.restore()
+            except OSError as e:
+                errors.append(f"fan: {e}")
+        if errors:
+            raise ProfilingError("; ".join(errors))
+        if self.knobs.snapshot() != self.original:
+            raise ProfilingError(
+                "the board did not return to its original mode; reboot it to be safe"
+            )
+
+    def on_error(self) -> None:
+        """A failed sweep leaves the board as it was before profiling."""
+        if not self._closed:
+            self._restore_board()
+
+    def close(self) -> None:
+        """Stop sampling and restore the board (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.sampler.stop()
+        self.sensor.close()
+        for sig, old in self._signals.items():
+            signal.signal(sig, old)
+        atexit.unregister(self.close)
+        try:
+            self.step.close()
+        finally:
+            self._restore_board()
+
+    # -- Backend ----------------------------------------------------------------------
+    def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:
+        if "num_workers" not in modes.columns:
+            modes = modes.assign(num_workers=self.step.num_workers)
+        return modes
+
+    def sweep_order(self, modes: pd.DataFrame) -> pd.DataFrame:
+        """High to low (the boards do not step frequencies up without a reboot)."""
+        return self.device.sweep_order(modes)
+
+    def configure(self, config: Mapping[str, float]) -> None:
+        if self._closed:
+            raise ProfilingError("this JetsonBackend is closed; create a new one")
+        self.knobs.apply(
+            config["cores"], config["cpu_mhz"], config["gpu_mhz"], config["mem_mhz"], self.tables
+        )
+        self.step.configure(
+            batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
+        )
+
+    def reset(self) -> None:
+        t = self.tables
+        try:
+            self.knobs.apply(t.cores, max(t.cpu_mhz), max(t.gpu_mhz), max(t.mem_mhz), t)
+        except ProfilingError as e:
+            raise ProfilingError(
+                f"{e}. The board cannot step frequencies back up without a reboot: reboot, then "
+                "rerun the same command with the same --out; the sweep resumes where it stopped"
+            ) from None
+
+    def run_minibatch(self) -> float:
+        return self.step.run()
+
+    def now(self) -> float:
+        return self.clock()
+
+    def power_samples(self, start: float, end: float) -> np.ndarray:
+        return self.sampler.samples(start, end)
+
+    def describe(self) -> dict:
+        release = self.root / "etc/nv_tegra_release"
+        return {
+            "backend": "jetson",
+            "sensor": self.sensor.name,
+            "rails": getattr(self.sensor, "rails", None),
+            "emc_control": self.knobs.emc.method,
+            "gpu_devfreq": str(self.knobs.gpu.folder),
+            "original_mode": self.original_mode,
+            "board_tables": {
+                "cores": self.tables.cores,
+                "cpu_mhz": list(self.tables.cpu_mhz),
+                "gpu_mhz": list(self.tables.gpu_mhz),
+                "mem_mhz": list(self.tables.mem_mhz),
+            },
+            "l4t": release.read_text().splitlines()[0] if release.exists() else None,
+        }

@@ -1,0 +1,270 @@
+"""Jetson module power: jetson-stats (jtop) when its service runs, else the INA3221 files,
+read by a background sampler thread at the boards' 1 Hz.
+
+Why: the paper samples the module power every second through jtop (§2.4); boards
+without jetson-stats (or with its service stopped) still expose the same INA3221 rails
+in sysfs. Which rails add up to the module total is device data from the catalog, so
+no rail is counted twice (AGX Orin's VIN_SYS_5V0 already feeds VDDQ_VDD2_1V8AO).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ProfilingError
+from ..specs import DeviceSpec
+from .sysfs_knobs import glob_under
+
+#: rails that measure the whole module input; when present they are the total alone
+INPUT_RAILS = ("VDD_IN", "POM_5V_IN", "VIN")
+#: rails supplied by another listed rail (counting both would double-count)
+_DOWNSTREAM = {"VDDQ_VDD2_1V8AO": "VIN_SYS_5V0"}
+
+JTOP_HELP = (
+    "the jetson-stats (jtop) service is not running: start it with "
+    "`sudo systemctl restart jtop.service` (install: `sudo pip3 install -U jetson-stats`, "
+    "then reboot), or use sensor='hwmon' to read the INA3221 files directly"
+)
+
+
+def total_rails(spec: DeviceSpec) -> tuple[str, ...]:
+    """Names of the rails whose sum is the module power, from the device's catalog data.
+
+    A spec may list them explicitly (``sysfs.power_rails_sysfs.total_rails``); else a
+    module-input rail wins, else every connected rail not fed by another listed one.
+    """
+    info = spec.sysfs.get("power_rails_sysfs", {}) if isinstance(spec.sysfs, dict) else {}
+    if isinstance(info.get("total_rails"), (list, tuple)):
+        return tuple(info["total_rails"])
+    names: list[str] = []
+    for chans in (info.get("channels") or {}).values():
+        vals = chans.values() if isinstance(chans, dict) else chans
+        names += [str(v) for v in vals if not str(v).upper().startswith("NC")]
+    inputs = [n for n in names if n in INPUT_RAILS]
+    if inputs:
+        return (inputs[0],)
+    return tuple(n for n in names if _DOWNSTREAM.get(n) not in names)
+
+
+def _pick_rails(found: dict, wanted: tuple[str, ...], where: str) -> list[str]:
+    chosen = [n for n in wanted if n in found]
+    if wanted and len(chosen) == len(wanted):
+        return chosen
+    inputs = [n for n in INPUT_RAILS if n in found]
+    fallback = inputs[:1] or [n for n in found if _DOWNSTREAM.get(n) not in found]
+    warnings.warn(
+        f"{where}: expected rails {', '.join(wanted) or '-'} "
+        f"but found {', '.join(found) or 'none'}; "
+        f"using {' + '.join(fallback)} as the module power",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return fallback
+
+
+class PowerSensor(ABC):
+    """One reading of the module power, in watts, now."""
+
+    name = "sensor"
+
+    @abstractmethod
+    def read_w(self) -> float:
+        """Current module power (W)."""
+
+    def close(self) -> None:  # noqa: B027 - most sensors hold nothing
+        """Release the sensor (stop a jtop client)."""
+
+
+class HwmonSensor(PowerSensor):
+    """The INA3221 rails in sysfs: hwmon on JetPack 5+ (mV, mA), iio on JetPack 4 (mW).
+
+    The hwmon index differs per boot, so it is globbed.
+    """
+
+    name = "hwmon"
+
+    def __init__(self, spec: DeviceSpec, root: str | Path = "/"):
+        root = Path(root)
+        readers: dict[str, Callable[[], float]] = {}
+        for d in glob_under(root, "/sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*"):
+            for n in range(1, 4):
+                label, volt, curr = d / f"in{n}_label", d / f"in{n}_input", d / f"curr{n}_input"
+                if label.exists() and volt.exists() and curr.exists():
+                    readers[label.read_text().strip()] = lambda v=volt, c=curr: (
+                        float(v.read_text()) * float(c.read_text()) / 1e6
+                    )
+        for d in glob_under(root, "/sys/bus/i2c/drivers/ina3221x/*/iio:device*"):
+            for n in range(0, 3):
+                label, power = d / f"rail_name_{n}", d / f"in_power{n}_input"
+                if label.exists() and power.exists():
+                    readers[label.read_text().strip()] = lambda p=power: float(p.read_text()) / 1e3
+        if not readers:
+            raise ProfilingError(
+                f"no INA3221 power rails under {root}/sys/bus/i2c/drivers/ina3221*/ "
+                "(hwmon or iio); "
+                "this board exposes them elsewhere: install jetson-stats and start its service "
+                "(sensor='jtop')"
+            )
+        self.rails = _pick_rails(readers, total_rails(spec), "INA3221")
+        self._readers = [readers[n] for n in self.rails]
+
+    def read_w(self) -> float:
+        try:
+            return float(sum(r() for r in self._readers))
+        except (OSError, ValueError) as e:
+            raise ProfilingError(
+                f"reading the INA3221 rails {', '.join(self.rails)} failed: {e}"
+            ) from None
+
+
+class JtopSensor(PowerSensor):
+    """Module power through a jetson-stats client (as in the paper).
+
+    ``jtop_factory`` replaces ``jtop.jtop`` (tests). jtop's own ``tot`` adds every rail
+    when there is no input rail, which double-counts on AGX Orin, so the catalog's rails
+    are summed here when jtop reports them.
+    """
+
+    name = "jtop"
+
+    def __init__(
+        self, spec: DeviceSpec, interval_s: float = 1.0, jtop_factory: Callable | None = None
+    ):
+        if jtop_factory is None:
+            try:
+                from jtop import jtop as jtop_factory
+            except ImportError:
+                raise ProfilingError(
+                    "jetson-stats is not installed: `pip install powertrain[jetson]` "
+                    "(or sensor='hwmon')"
+                ) from None
+        try:
+            self._jetson = jtop_factory(interval=interval_s)
+            self._jetson.start()
+        except Exception as e:  # jtop raises JtopException when the service is down
+            if type(e).__name__ != "JtopException" and not isinstance(
+                e, (OSError, ConnectionError)
+            ):
+                raise
+            raise ProfilingError(f"{JTOP_HELP} ({e})".replace("\n", " ")) from None
+        self._wanted = total_rails(spec)
+        self.rails: list[str] | None = None
+
+    def read_w(self) -> float:
+        power = self._jetson.power or {}
+        rails = power.get("rail", {})
+        if self.rails is None and rails:
+            found = {n: None for n in rails}
+            self.rails = _pick_rails(found, self._wanted, "jtop") if self._wanted else list(rails)
+        if self.rails:
+            return float(sum(rails[n]["power"] for n in self.rails if n in rails)) / 1e3
+        tot = power.get("tot", {})
+        if "power" not in tot:
+            raise ProfilingError("jtop reports no power rails on this board")
+        return float(tot["power"]) / 1e3
+
+    def close(self) -> None:
+        try:
+            self._jetson.close()
+        except Exception:  # pragma: no cover - closing a dead client
+            pass
+
+
+def open_sensor(
+    spec: DeviceSpec,
+    root: str | Path = "/",
+    kind: str = "auto",
+    interval_s: float = 1.0,
+    jtop_factory: Callable | None = None,
+) -> PowerSensor:
+    """The module-power sensor to use: ``jtop``, ``hwmon``, or ``auto`` (jtop when it is
+    installed and its service answers, else hwmon, saying why)."""
+    if kind == "hwmon":
+        return HwmonSensor(spec, root)
+    if kind == "jtop":
+        return JtopSensor(spec, interval_s, jtop_factory)
+    if kind != "auto":
+        raise ProfilingError(f"sensor must be auto, jtop or hwmon, not {kind!r}")
+    try:
+        return JtopSensor(spec, interval_s, jtop_factory)
+    except ProfilingError as e:
+        warnings.warn(f"{e}; reading the INA3221 files instead", RuntimeWarning, stacklevel=2)
+    return HwmonSensor(spec, root)
+
+
+class PowerSampler:
+    """Reads a sensor every ``period_s`` in a daemon thread and keeps (time, W) pairs.
+
+    Why a thread: minibatches run in the main thread; the sensor must keep its 1 Hz pace
+    regardless. ``probe`` adds other readings taken at the same instants (NVML clocks).
+    """
+
+    def __init__(
+        self,
+        read_w: Callable[[], float],
+        period_s: float = 1.0,
+        clock: Callable[[], float] = time.perf_counter,
+        probe: Callable[[], dict] | None = None,
+    ):
+        self.read_w, self.period_s, self.clock, self.probe = read_w, float(period_s), clock, probe
+        self._t: list[float] = []
+        self._w: list[float] = []
+        self._extra: list[dict] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="powertrain-power", daemon=True)
+
+    def start(self) -> PowerSampler:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        next_t = self.clock()
+        while not self._stop.is_set():
+            try:
+                w = self.read_w()
+                extra = self.probe() if self.probe else None
+            except Exception as e:  # surfaced by samples(), so the sweep stops with it
+                self.error = e
+                return
+            t = self.clock()
+            with self._lock:
+                self._t.append(t)
+                self._w.append(w)
+                if extra is not None:
+                    self._extra.append(extra)
+            next_t += self.period_s
+            self._stop.wait(max(0.0, next_t - self.clock()))
+
+    def samples(self, start: float, end: float) -> np.ndarray:
+        """Readings taken in ``[start, end)`` as an (n, 2) array of (time_s, watts)."""
+        if self.error is not None:
+            err = self.error
+            raise (
+                err
+                if isinstance(err, ProfilingError)
+                else ProfilingError(f"power sensor failed: {err}")
+            )
+        with self._lock:
+            t = np.array(self._t)
+            w = np.array(self._w)
+        keep = (t >= start) & (t < end)
+        return np.column_stack([t[keep], w[keep]]) if keep.any() else np.empty((0, 2))
+
+    def extras(self, start: float, end: float) -> list[dict]:
+        """``probe`` readings taken in ``[start, end)``."""
+        with self._lock:
+            return [e for t, e in zip(self._t, self._extra) if start <= t < end]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=max(2.0, 2 * self.period_s))
