@@ -1,0 +1,161 @@
+"""``powertrain fit``, ``transfer`` and ``predict``: the predictor from the shell.
+
+Why: profiling happens on the board, prediction anywhere; CSV files and model
+directories are what travels between them, so each command reads and writes those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import DataError, ModelFileError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def _read_csv(path: str) -> pd.DataFrame:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        return pd.read_csv(p)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a readable CSV ({e})") from None
+
+
+def _load_model(spec: str):
+    """A model directory, or the name of a shipped reference (``orin-agx/resnet18``)."""
+    from ..predictor import Predictor, pretrained_names
+
+    if Path(spec).is_dir():
+        return Predictor.load(spec)
+    if spec in pretrained_names():
+        return Predictor.from_pretrained(spec)
+    raise ModelFileError(
+        f"{spec}: neither a model directory nor a shipped reference "
+        f"({', '.join(pretrained_names()) or 'none shipped'})"
+    )
+
+
+def _show_warnings(caught: list) -> None:
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from ..predictor import Predictor
+
+    corpus = _read_csv(args.corpus)
+    model = Predictor(epochs=args.epochs, random_state=args.seed, progress=not args.quiet)
+    model.fit(corpus, source=args.corpus)
+    model.save(args.out)
+    s = model.info_["fit_seconds"]
+    print(f"trained on {model.n_samples_} modes in {s:.1f} s; wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    ref = _load_model(args.reference)
+    samples = _read_csv(args.samples)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ref.transfer(
+            samples, loss=args.loss, epochs=args.epochs, random_state=args.seed, source=args.samples
+        )
+    _show_warnings(caught)
+    model.save(args.out)
+    print(
+        f"transferred {args.reference} with {model.n_samples_} samples in "
+        f"{model.info_['fit_seconds']:.2f} s; wrote {args.out}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    model = _load_model(args.model)
+    if args.modes:
+        modes = _read_csv(args.modes)
+    else:
+        from ..devices import get_device
+
+        if not args.device:
+            raise DataError("give a modes CSV or --device to predict every power mode")
+        modes = get_device(args.device).power_modes()
+    sizes = args.batch_size  # None: the CSV's column; one size; or several (repeat modes)
+    batch = sizes if sizes is None or len(sizes) > 1 else sizes[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = model.predict(modes, batch_size=batch, return_std=not args.no_std)
+    _show_warnings(caught)
+    if args.out in (None, "-"):
+        est.to_csv(sys.stdout, index=False)
+    else:
+        est.to_csv(args.out, index=False)
+        print(f"wrote {len(est)} predictions to {args.out}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fit", help="train a reference predictor (time + power) on a profiled corpus CSV"
+    )
+    p.add_argument(
+        "corpus", help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w"
+    )
+    p.add_argument("-o", "--out", required=True, help="model directory to write")
+    p.add_argument("--epochs", type=_positive_int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser(
+        "transfer", help="adapt a reference predictor to a new workload/device from ~50 samples"
+    )
+    p.add_argument("samples", help="profiled samples CSV (same columns as a corpus)")
+    p.add_argument(
+        "-r",
+        "--reference",
+        default="orin-agx/resnet18",
+        help="model directory or shipped reference name (default: orin-agx/resnet18)",
+    )
+    p.add_argument("-o", "--out", required=True, help="model directory to write")
+    p.add_argument(
+        "--loss",
+        choices=["mse", "mape"],
+        default="mse",
+        help="mape helps when the device changes (paper §4.3.4)",
+    )
+    p.add_argument("--epochs", type=_positive_int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.set_defaults(func=cmd_transfer)
+
+    p = sub.add_parser(
+        "predict", help="predict time and power for modes (CSV or every mode of a device)"
+    )
+    p.add_argument("modes", nargs="?", help="CSV of modes (default: every mode of --device)")
+    p.add_argument("-m", "--model", required=True, help="model directory or shipped reference name")
+    p.add_argument("--device", help="predict every power mode of this device instead of a CSV")
+    p.add_argument(
+        "-b",
+        "--batch-size",
+        type=_positive_int,
+        nargs="+",
+        help="batch size(s); several repeat each mode (default: the CSV's column)",
+    )
+    p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
+    p.add_argument("-o", "--out", help="output CSV (default: stdout)")
+    p.set_defaults(func=cmd_predict)

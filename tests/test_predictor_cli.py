@@ -1,0 +1,89 @@
+"""``powertrain fit / transfer / predict`` round trip through CSV files and model dirs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+import powertrain as pt
+from powertrain.cli import main
+from powertrain.predictor.synthetic import synthetic_corpus
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    grid = pt.get_device("orin-agx").profiling_grid().sample(300, random_state=0)
+    synthetic_corpus(grid, "a").to_csv(d / "corpus.csv", index=False)
+    synthetic_corpus(grid, "b").sample(20, random_state=0).to_csv(d / "samples.csv", index=False)
+    grid.head(7).to_csv(d / "modes.csv", index=False)
+    return d
+
+
+def test_fit_transfer_predict(files, capsys):
+    d = files
+    assert main(["fit", str(d / "corpus.csv"), "-o", str(d / "ref"), "--epochs", "3", "-q"]) == 0
+    assert (
+        main(
+            [
+                "transfer",
+                str(d / "samples.csv"),
+                "-r",
+                str(d / "ref"),
+                "-o",
+                str(d / "tl"),
+                "--epochs",
+                "10",
+                "--loss",
+                "mape",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "predict",
+                str(d / "modes.csv"),
+                "-m",
+                str(d / "tl"),
+                "-b",
+                "16",
+                "-o",
+                str(d / "pred.csv"),
+            ]
+        )
+        == 0
+    )
+    pred = pd.read_csv(d / "pred.csv")
+    assert len(pred) == 7 and {"time_ms", "power_w", "time_ms_std"} <= set(pred.columns)
+    assert (
+        main(
+            [
+                "predict",
+                str(d / "modes.csv"),
+                "-m",
+                str(d / "tl"),
+                "-b",
+                "16",
+                "32",
+                "--no-std",
+                "-o",
+                str(d / "pred2.csv"),
+            ]
+        )
+        == 0
+    )
+    assert "extrapolation" in capsys.readouterr().err  # batch 32 was never seen
+    assert len(pd.read_csv(d / "pred2.csv")) == 14
+
+
+def test_errors_are_one_line(files, capsys):
+    d = files
+    assert main(["transfer", str(d / "missing.csv"), "-r", str(d / "ref"), "-o", str(d / "x")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    assert main(["predict", str(d / "modes.csv"), "-m", str(d / "nope"), "-b", "16"]) == 1
+    assert "neither a model directory" in capsys.readouterr().err
