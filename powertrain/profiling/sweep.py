@@ -134,7 +134,8 @@ def profile_one(
     stable = True
     n_seen = -1
     chosen: int | None = None
-    max_total = 50 * n + 1000
+    # a guard only: settling is forced after max_settle_s and the window after `patience`
+    max_total = 100 * n + 100_000
     while chosen is None:
         run()
         now = log[-1][1]

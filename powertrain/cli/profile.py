@@ -1,0 +1,235 @@
+"""``powertrain profile``: measure a training job's time and power in many configurations.
+
+Why: the samples a transfer needs come from one command a person can run on their
+board and trust: the board is restored afterwards, and rerunning with the same --out
+resumes an interrupted sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import DataError, ProfilingError
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers"
+        ) from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more integers >= 0")
+    return values
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="profile a training job over power modes / batch sizes (twin, Jetson, NVIDIA GPU)",
+        description="Run N minibatches of a training step in each configuration and write one "
+        "row per configuration (time_ms, power_w, ...). Rerun with the same --out to resume.",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("twin", "jetson", "nvml"),
+        default="twin",
+        help="twin: the simulated board; jetson: this Jetson via sysfs (root); "
+        "nvml: this NVIDIA GPU, read-only (default: twin)",
+    )
+    p.add_argument(
+        "--device",
+        help="catalog id or spec file (twin, jetson); for nvml an optional "
+        "name for the device column (default: the GPU's name)",
+    )
+    p.add_argument(
+        "--workload",
+        required=True,
+        help="twin: a catalog workload; jetson/nvml: resnet18, mobilenetv3, or "
+        "module:function / file.py:function naming your step(batch_size)",
+    )
+    p.add_argument(
+        "--modes",
+        default=None,
+        help="N random modes of the device (default 50; nvml: every combination), or a "
+        "CSV file with cores,cpu_mhz,gpu_mhz,mem_mhz[,batch_size,num_workers] columns",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_int_list,
+        default=None,
+        help="batch size(s), comma-separated; several multiply the modes (default 16)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output CSV (raw logs and a .meta.json beside it); "
+        "default: print to stdout, not resumable",
+    )
+    p.add_argument("--minibatches", type=int, default=40, help="clean minibatches per mode (40)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="random seed for the mode sample and the twin"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    hw = p.add_argument_group("jetson / nvml")
+    hw.add_argument(
+        "--num-workers",
+        type=_int_list,
+        default=None,
+        help="dataloader worker count(s); several multiply the modes (default 0)",
+    )
+    hw.add_argument(
+        "--image-size", type=int, default=None, help="input size of the ready-made workloads"
+    )
+    hw.add_argument(
+        "--sample-period",
+        type=float,
+        default=None,
+        help="power sampling period in s (jetson 1.0, nvml 0.1)",
+    )
+    j = p.add_argument_group("jetson")
+    j.add_argument(
+        "--sensor",
+        choices=("auto", "jtop", "hwmon"),
+        default="auto",
+        help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto",
+    )
+    j.add_argument(
+        "--emc",
+        choices=("auto", "bpmp", "override", "cap"),
+        default="auto",
+        help="memory clock control (default: the first one the board has)",
+    )
+    j.add_argument(
+        "--gpu-devfreq", default=None, help="GPU devfreq folder, if not found automatically"
+    )
+    j.add_argument("--no-fan", action="store_true", help="leave the fan alone")
+    j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
+    n = p.add_argument_group("nvml")
+    n.add_argument("--gpu", type=int, default=0, help="NVML GPU index (default 0)")
+    n.add_argument(
+        "--threads",
+        type=_int_list,
+        default=None,
+        help="CPU thread counts to sweep (the cores column); default: torch's current",
+    )
+    p.set_defaults(func=cmd_profile)
+
+
+def _read_modes(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DataError(f"--modes {path}: not a readable CSV ({e})") from None
+
+
+def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
+    """Modes from --modes (count or file), crossed with batch sizes and worker counts."""
+    text = args.modes if args.modes is not None else "50"
+    if text.isdigit():
+        n = int(text)
+        pool = device.power_modes()
+        if not 0 < n <= len(pool):
+            raise DataError(f"--modes {n}: choose 1..{len(pool)} modes")
+        modes = device.sample(n, seed=args.seed)
+    else:
+        modes = _read_modes(Path(text))
+    return _cross(modes, args)
+
+
+def _cross(modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    for col, values in (("batch_size", args.batch_size), ("num_workers", args.num_workers)):
+        if values is None:
+            continue
+        if col == "batch_size" and any(v < 1 for v in values):
+            raise DataError("--batch-size: batch sizes must be >= 1")
+        modes = modes.drop(columns=[col], errors="ignore")
+        modes = modes.merge(pd.DataFrame({col: values}), how="cross")
+    if "batch_size" not in modes.columns:
+        modes["batch_size"] = 16
+    return modes
+
+
+def _step_options(args: argparse.Namespace) -> dict:
+    return {"image_size": args.image_size} if args.image_size and ":" not in args.workload else {}
+
+
+def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    from ..profiling.sweep import profile
+
+    return profile(
+        backend, modes, n_minibatches=args.minibatches, out=args.out, progress=not args.quiet
+    )
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    if args.minibatches < 1:
+        raise DataError("--minibatches must be >= 1")
+    if args.out is not None and not Path(args.out).parent.is_dir():
+        raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
+    from ..devices import get_device
+    from ..profiling.step import load_step
+
+    if args.backend == "twin":
+        if not args.device:
+            raise DataError("--device is required with --backend twin")
+        try:
+            from ..twin import Twin
+
+            backend = Twin(args.device, args.workload, seed=args.seed)
+        except NotImplementedError as e:
+            raise ProfilingError(
+                f"the digital twin is not available in this version ({e})"
+            ) from None
+        with backend:
+            df = _run(backend, _modes(args, get_device(args.device)), args)
+    elif args.backend == "jetson":
+        from ..profiling.jetson import JetsonBackend
+
+        if not args.device:
+            raise DataError("--device is required with --backend jetson (e.g. orin-agx)")
+        step = load_step(args.workload, **_step_options(args))
+        with JetsonBackend(
+            args.device,
+            step,
+            root=args.sysfs_root,
+            sensor=args.sensor,
+            sample_period_s=args.sample_period or 1.0,
+            fan=not args.no_fan,
+            emc=args.emc,
+            gpu_devfreq=args.gpu_devfreq,
+        ) as backend:
+            df = _run(backend, _modes(args, backend.device), args)
+    else:
+        from ..profiling.nvml import NvmlBackend
+
+        step = load_step(args.workload, **_step_options(args))
+        with NvmlBackend(
+            step,
+            gpu_index=args.gpu,
+            device_name=args.device,
+            sample_period_s=args.sample_period or 0.1,
+        ) as backend:
+            if args.modes is not None and not args.modes.isdigit():
+                modes = _cross(_read_modes(Path(args.modes)), args)
+            else:
+                modes = backend.modes(
+                    args.batch_size or [16], args.threads, args.num_workers or [0]
+                )
+                if args.modes is not None:
+                    k = int(args.modes)
+                    if not 0 < k <= len(modes):
+                        raise DataError(f"--modes {k}: choose 1..{len(modes)} configurations")
+                    modes = modes.sample(k, random_state=args.seed)
+            df = _run(backend, modes, args)
+    if args.out is None:
+        df.to_csv(sys.stdout, index=False)
+    else:
+        hours = float(df["profile_s"].sum()) / 3600 if "profile_s" in df else float("nan")
+        print(f"{args.out}: {len(df)} configurations ({hours:.2f} h of profiling)", file=sys.stderr)
+    return 0
