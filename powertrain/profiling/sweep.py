@@ -114,7 +114,8 @@ def profile_one(
         raise ValueError(f"n_minibatches must be >= 1, got {n_minibatches!r}")
     n = int(n_minibatches)
     period = float(getattr(backend, "sample_period_s", 1.0) or 1.0)
-    patience = (min_power_samples + 3) * period  # a working sensor gives readings by then
+    # a working sensor gives readings by then (the floor absorbs thread scheduling delays)
+    patience = max((min_power_samples + 3) * period, 2.0)
     backend.configure(config)
     t_mode = backend.now()
     log: list[tuple[float, float, float]] = []  # (start_s, end_s, ms)
