@@ -1,11 +1,11 @@
-"""The digital twin: a simulated Jetson the profiler drives like a real board."""
+"""The digital twin: a simulated Jetson the profiler drives like a real board.
+
+``physics`` holds the time and power model, ``deviations`` the two seeded departures
+from it, ``params`` the keys read from device/workload specs, ``board`` the ``Twin``.
+"""
 
 from __future__ import annotations
 
-
-class Twin:  # placeholder until powertrain/twin/board.py lands
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("the digital twin is being written (issue 2)")
-
+from .board import Twin
 
 __all__ = ["Twin"]

@@ -1,0 +1,265 @@
+"""``Twin``: a simulated Jetson running one training workload, driven like a real board.
+
+Why: we have no Jetson, so the profiler, the corpora and every accuracy figure run on
+this. It implements the same :class:`~powertrain.profiling.backend.Backend` interface
+as the hardware backends, on a simulated clock, with the measurement effects the
+PowerTrain paper reports (§2.5): a slow first minibatch after a mode change, power
+that takes 2-3 s to settle, a 1 Hz power sensor, small minibatch-to-minibatch jitter.
+``expected`` gives what such a board measures on average in each configuration
+(physics + both deviations, no measurement noise), fast enough for whole mode spaces.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..devices import Device, get_device
+from ..errors import ModeError, ProfilingError
+from ..profiling.backend import Backend
+from ..schema import MODE_COLUMNS
+from ..specs import SpecLike, WorkloadSpec
+from ..workloads import get_workload
+from . import deviations, physics
+from .params import device_params, workload_params
+
+
+class Twin(Backend):
+    """A digital twin of ``device`` training ``workload``.
+
+    Parameters
+    ----------
+    device, workload : catalog name, JSON spec file, dict or spec object
+    seed : seeds both deviations from the physics and the measurement noise
+    num_workers : DataLoader workers (default: the workload's); 0 = no pipelining
+    """
+
+    def __init__(
+        self,
+        device: SpecLike | Device,
+        workload: SpecLike,
+        seed: int = 0,
+        num_workers: int | None = None,
+    ):
+        self.device: Device = get_device(device)
+        self.workload: WorkloadSpec = get_workload(workload)
+        self.seed = int(seed)
+        self.dev = device_params(self.device.spec)
+        self.wl = workload_params(self.workload, num_workers)
+        self.device_name = self.device.name
+        self.workload_name = self.workload.name
+        self.sample_period_s = 1.0
+        base = deviations.stable_seed(
+            "powertrain.twin", self.seed, self.device_name, self.workload_name
+        )
+        self._seeds = {
+            k: deviations.stable_seed(base, k)
+            for k in ("smooth_time", "smooth_power", "rough_time", "rough_power", "sensor", "noise")
+        }
+        self._tables = {c: np.asarray(getattr(self.device.spec, c)) for c in MODE_COLUMNS[1:]}
+        self._phase = (self._seeds["sensor"] % 1000) / 1000.0  # sensor clock offset, s
+        self._reset_state()
+
+    def __repr__(self) -> str:
+        return f"Twin({self.device_name!r}, {self.workload_name!r}, seed={self.seed})"
+
+    # ------------------------------------------------------------------ expectations --
+    def _frame(self, modes: pd.DataFrame, batch_size: int | None) -> pd.DataFrame:
+        if not isinstance(modes, pd.DataFrame):
+            raise ModeError(f"modes must be a pandas DataFrame, got {type(modes).__name__}")
+        df = modes.copy()
+        if batch_size is not None:
+            if (
+                isinstance(batch_size, bool)
+                or not isinstance(batch_size, (int, np.integer))
+                or batch_size < 1
+            ):
+                raise ModeError(f"batch_size must be a positive integer, got {batch_size!r}")
+            df["batch_size"] = int(batch_size)
+        elif "batch_size" not in df.columns:
+            df["batch_size"] = self.workload.default_batch_size
+        checked = self.device.validate(df, source="modes", batch_size=True)
+        out = modes.copy() if batch_size is None and "batch_size" in modes.columns else df
+        for c in (*MODE_COLUMNS, "batch_size"):
+            out[c] = checked[c].to_numpy()
+        return out.reset_index(drop=True) if out.index.has_duplicates else out
+
+    def _arrays(self, df: pd.DataFrame) -> list[np.ndarray]:
+        return [df[c].to_numpy(dtype=float) for c in (*MODE_COLUMNS, "batch_size")]
+
+    def _coords(self, cols: list[np.ndarray]) -> np.ndarray:
+        """Configuration scaled to about [0, 1] per axis (log for frequencies and batch)."""
+        d = self.dev
+        lo_c = self.device.spec.min_cores
+
+        def lin(v, lo, hi):
+            return (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+
+        def log(v, lo, hi):
+            return np.log(v / lo) / math.log(hi / lo) if hi > lo else np.zeros_like(v)
+
+        return np.column_stack(
+            [
+                lin(cols[0], lo_c, d.cores),
+                log(cols[1], *d.cpu_range),
+                log(cols[2], *d.gpu_range),
+                log(cols[3], *d.mem_range),
+                np.log2(cols[4]) / 7.0,
+            ]
+        )
+
+    def _log_deviation(self, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        d, s = self.dev, self._seeds
+        scale = self.wl["deviation_scale"]
+        x = self._coords(cols)
+        waves, k = int(d["deviation.smooth_waves"]), d["deviation.smooth_wavenumber"]
+        dt = deviations.smooth(s["smooth_time"], x, scale * d["deviation.smooth_time"], waves, k)
+        dp = deviations.smooth(s["smooth_power"], x, scale * d["deviation.smooth_power"], waves, k)
+        dt = dt + deviations.rough(s["rough_time"], cols, scale * d["deviation.rough_time"])
+        dp = dp + deviations.rough(s["rough_power"], cols, scale * d["deviation.rough_power"])
+        return dt, dp
+
+    def _expected_arrays(self, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        phys = physics.minibatch(self.dev, self.wl, *cols)
+        dt, dp = self._log_deviation(cols)
+        return phys["time_ms"] * np.exp(dt), phys["power_w"] * np.exp(dp)
+
+    def physics(self, modes: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
+        """The physics alone (no deviations, no noise), with the components behind it:
+        compute/memory/GPU/launch/load times, GPU busy fraction and power per rail."""
+        df = self._frame(modes, batch_size)
+        comp = physics.minibatch(self.dev, self.wl, *self._arrays(df))
+        return df.assign(**comp)
+
+    def expected(self, modes: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
+        """What the board measures on average in each row of ``modes``: ``modes`` plus
+        ``batch_size``, ``time_ms`` (per minibatch) and ``power_w`` (mean module power).
+
+        ``batch_size`` sets it for every row; else a ``batch_size`` column is used, else
+        the workload's default. Modes the device lacks raise :class:`ModeError`.
+        """
+        df = self._frame(modes, batch_size)
+        t, p = self._expected_arrays(self._arrays(df))
+        return df.assign(time_ms=t, power_w=p)
+
+    # ------------------------------------------------------------- backend interface --
+    def _reset_state(self) -> None:
+        self._t = 0.0
+        self._seg_t0: list[float] = []
+        self._seg_start: list[float] = []
+        self._seg_target: list[float] = []
+        self._time_ms: float | None = None
+        self._warm = False
+        self._rng = np.random.default_rng(self._seeds["noise"])
+
+    def restart(self) -> None:
+        """Back to the state just after construction: clock 0, unconfigured, noise
+        stream rewound (so a repeated sweep reproduces its numbers exactly)."""
+        self._reset_state()
+
+    def _power_at(self, t: np.ndarray) -> np.ndarray:
+        m = self.dev
+        tau = m["measurement.settle_tau_s"]
+        out = np.empty(len(t))
+        for i, ti in enumerate(t):
+            j = bisect.bisect_right(self._seg_t0, ti) - 1
+            if j < 0:
+                out[i] = m["measurement.idle_w"]
+                continue
+            target, start = self._seg_target[j], self._seg_start[j]
+            out[i] = target + (start - target) * math.exp(-(ti - self._seg_t0[j]) / tau)
+        return out
+
+    def _check_config(self, config: Mapping[str, float]) -> list[np.ndarray]:
+        missing = [c for c in MODE_COLUMNS if c not in config]
+        if missing:
+            raise ModeError(
+                f"Twin.configure: configuration {dict(config)} lacks {', '.join(missing)}"
+            )
+        row = {c: float(config[c]) for c in MODE_COLUMNS}
+        bs = config.get("batch_size", self.workload.default_batch_size)
+        ok = self.device.spec.min_cores <= row["cores"] <= self.dev.cores and row["cores"] == int(
+            row["cores"]
+        )
+        for c, table in self._tables.items():
+            ok = ok and bool(np.abs(table - row[c]).min() <= 1e-3)
+        if not ok or float(bs) != int(bs) or bs < 1:
+            # slow path, only for bad input: the device's own check names the column
+            self.device.validate(
+                pd.DataFrame([{**row, "batch_size": bs}]),
+                source=f"Twin.configure({row})",
+                batch_size=True,
+            )
+        return [np.array([row[c]]) for c in MODE_COLUMNS] + [np.array([float(bs)])]
+
+    def configure(self, config: Mapping[str, float]) -> None:
+        """Switch to a mode and batch size: takes ``switch_s`` of simulated time, starts
+        the power moving towards the new level, and makes the next minibatch slow."""
+        cols = self._check_config(config)
+        t, p = self._expected_arrays(cols)
+        now_power = float(self._power_at(np.array([self._t]))[0])
+        self._seg_t0.append(self._t)
+        self._seg_start.append(now_power)
+        self._seg_target.append(float(p[0]))
+        self._time_ms = float(t[0])
+        self._warm = True
+        self._t += self.dev["measurement.switch_s"]
+
+    def run_minibatch(self) -> float:
+        """One minibatch on the simulated clock: expected time x log-normal jitter, an
+        occasional hiccup, and the warm-up cost on the first one after a mode change."""
+        if self._time_ms is None:
+            raise ProfilingError("Twin.run_minibatch: call configure() first")
+        m = self.dev
+        ms = self._time_ms * math.exp(m["measurement.jitter"] * float(self._rng.standard_normal()))
+        if self._rng.random() < m["measurement.spike_prob"]:
+            ms *= 1.0 + float(self._rng.exponential(m["measurement.spike_scale"]))
+        if self._warm:
+            ms = ms * m["measurement.warmup_factor"] + 1e3 * m["measurement.warmup_s"]
+            self._warm = False
+        self._t += ms / 1e3
+        return ms
+
+    def now(self) -> float:
+        return self._t
+
+    def power_samples(self, start: float, end: float) -> np.ndarray:
+        """Readings of the 1 Hz module power sensor in ``[start, end)`` (up to now):
+        the settling power curve x (1 + relative noise), in whole milliwatts. A reading
+        is a function of its sample index, so repeated queries agree."""
+        period = self.sample_period_s
+        end = min(end, self._t)
+        k0 = math.ceil((start - self._phase) / period - 1e-12)
+        k1 = math.ceil((end - self._phase) / period - 1e-12)
+        if k1 <= k0:
+            return np.empty((0, 2))
+        k = np.arange(max(k0, 0), k1)
+        t = self._phase + k * period
+        z = deviations.normal_from_hash(
+            deviations.hash_rows(self._seeds["sensor"], k.astype(float))
+        )
+        w = self._power_at(t) * (1.0 + self.dev["measurement.sensor_rel"] * z)
+        res = self.dev["measurement.sensor_resolution_w"]
+        if res > 0:
+            w = np.round(w / res) * res
+        return np.column_stack([t, w])
+
+    def reset(self) -> None:
+        """Return to the top settings (the profiler asks between downward chains)."""
+        self._t += self.dev["measurement.reset_s"]
+
+    def describe(self) -> dict:
+        from .. import __version__
+
+        return {
+            "backend": "Twin",
+            "device": self.device_name,
+            "workload": self.workload_name,
+            "seed": self.seed,
+            "num_workers": self.wl.num_workers,
+            "powertrain": __version__,
+        }

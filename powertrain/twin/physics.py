@@ -1,0 +1,130 @@
+"""Time and power of one training minibatch from first principles (vectorised).
+
+Why: the twin must behave like a board for reasons a Jetson user recognises, not like a
+lookup table (DESIGN.md, "The digital twin"):
+
+* GPU compute time ~ FLOPs / (f_gpu x parallel efficiency), efficiency b/(b + b_half)
+  rising with the batch; memory time ~ bytes / f_mem; the two joined by a p-norm (a
+  roofline whose corner is rounded because kernels differ in intensity);
+* the CPU launches kernels asynchronously (~ 1/f_cpu), so launch time overlaps GPU time;
+  a fraction of all CPU work stalls on DRAM and scales with 1/f_mem instead;
+* data loading costs CPU time per sample (~ batch / f_cpu) spread over the DataLoader
+  workers that fit on the online cores; with num_workers > 0 it is pipelined with
+  training, with num_workers = 0 the main process does both in series (YOLO in
+  PowerTrain §2.3, footnote 6);
+* power = static + sum over rails of C V(f)^2 f x utilisation + leakage(V), with a V-f
+  curve per domain that is flat below a knee and rises linearly above it.
+
+All inputs are numpy arrays (broadcast together); every function here is pure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .params import DeviceParams, WorkloadParams
+
+
+def pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """Soft maximum of two non-negative times: (a^p + b^p)^(1/p); p = inf is max(a, b).
+
+    Why: overlapped stages never take less than the slower one nor more than the sum.
+    """
+    if not np.isfinite(p):
+        return np.maximum(a, b)
+    m = np.maximum(np.maximum(a, b), 1e-300)
+    return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
+
+
+def voltage(f: np.ndarray, v_min: float, knee: float, f_max: float) -> np.ndarray:
+    """Relative supply voltage: ``v_min`` up to the knee, rising linearly to 1 at ``f_max``."""
+    if f_max <= knee:
+        return np.full_like(f, v_min, dtype=float)
+    rise = np.clip((f - knee) / (f_max - knee), 0.0, None)
+    return v_min + (1.0 - v_min) * rise
+
+
+def minibatch(
+    dev: DeviceParams,
+    wl: WorkloadParams,
+    cores: np.ndarray,
+    cpu_mhz: np.ndarray,
+    gpu_mhz: np.ndarray,
+    mem_mhz: np.ndarray,
+    batch: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Time (ms) and mean power (W) of one minibatch, plus the components behind them."""
+    cores, cpu, gpu, mem, b = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (cores, cpu_mhz, gpu_mhz, mem_mhz, batch))
+    )
+    d, w = dev, wl
+    workers = float(w.num_workers)
+
+    # --- time -------------------------------------------------------------------------
+    b_half = w["batch_half"] * d["gpu.parallel_width"]
+    eff = b / (b + b_half)
+    peak_gflops = d["gpu.gflops_per_mhz"] * gpu * d["gpu.efficiency"] * w["compute_efficiency"]
+    t_compute = 1e3 * w["gflop_per_sample"] * b / (peak_gflops * eff)
+    bandwidth = d["mem.gbps_per_mhz"] * mem * d["mem.efficiency"]  # GB/s
+    traffic_mb = w["mem_mb_fixed"] + w["mem_mb_per_sample"] * b
+    t_memory = traffic_mb / bandwidth  # MB / (GB/s) = ms
+    t_gpu = pnorm(t_compute, t_memory, d["overlap.compute_memory"])
+
+    # CPU work is given in ms at 1 GHz; part of it stalls on DRAM and scales with f_mem
+    stall = d["cpu.mem_stall"]
+    top_speed = dev.cpu_range[1] * d["cpu.perf_per_mhz"] / 1e3
+    ms_per_work = (1.0 - stall) / (cpu * d["cpu.perf_per_mhz"] / 1e3) + stall / top_speed * (
+        dev.mem_range[1] / mem
+    )
+    # the main process shares the online cores with the loader workers
+    main_share = np.minimum(1.0, cores / (1.0 + workers))
+    t_launch = w["launch_ms"] * ms_per_work / main_share
+    t_train = pnorm(t_gpu, t_launch, d["overlap.launch"])
+    load_work = w["load_ms_per_sample"] * b * ms_per_work  # ms on one core
+    if workers > 0:
+        parallel = np.minimum(workers, np.maximum(cores - 1.0, 0.5))
+        t_load = load_work / parallel
+        t_mb = pnorm(t_train, t_load, d["overlap.pipeline"])
+    else:
+        t_load = load_work
+        t_mb = t_train + t_load
+
+    # --- power ------------------------------------------------------------------------
+    v_gpu = voltage(gpu, d["gpu.v_min"], d["gpu.knee_mhz"], dev.gpu_range[1])
+    v_cpu = voltage(cpu, d["cpu.v_min"], d["cpu.knee_mhz"], dev.cpu_range[1])
+    v_mem = voltage(mem, d["mem.v_min"], d["mem.knee_mhz"], dev.mem_range[1])
+
+    gpu_busy = t_gpu / t_mb
+    p_half = w["power_batch_half"] * d["gpu.parallel_width"]
+    activity = w["gpu_activity"] * b / (b + p_half)
+    p_gpu = d["gpu.dyn_w"] * v_gpu**2 * (gpu / dev.gpu_range[1]) * gpu_busy * activity
+    p_gpu_leak = d["gpu.leak_w"] * v_gpu**2
+
+    mem_busy = np.minimum(1.0, t_memory / t_mb) * w["mem_activity"]
+    bg = d["mem.background"]
+    p_mem = d["mem.dyn_w"] * v_mem**2 * (mem / dev.mem_range[1]) * (bg + (1 - bg) * mem_busy)
+    p_mem_leak = d["mem.leak_w"] * v_mem**2
+
+    # main process: launching, then spinning in cudaDeviceSynchronize -> always busy
+    busy_cores = main_share + np.minimum(load_work / t_mb, np.maximum(cores - main_share, 0.0))
+    busy_cores = np.minimum(busy_cores, cores)
+    p_cpu = (
+        d["cpu.dyn_w_per_core"] * v_cpu**2 * (cpu / dev.cpu_range[1]) * busy_cores
+        + d["cpu.idle_w_per_core"] * cores
+    )
+    p_cpu_leak = d["cpu.leak_w"] * v_cpu**2 * cores / dev.cores
+
+    power = d["static_w"] + p_gpu + p_gpu_leak + p_mem + p_mem_leak + p_cpu + p_cpu_leak
+    return {
+        "time_ms": t_mb,
+        "power_w": power,
+        "t_compute_ms": t_compute,
+        "t_memory_ms": t_memory,
+        "t_gpu_ms": t_gpu,
+        "t_launch_ms": t_launch,
+        "t_load_ms": t_load,
+        "gpu_busy": gpu_busy,
+        "p_gpu_w": p_gpu + p_gpu_leak,
+        "p_mem_w": p_mem + p_mem_leak,
+        "p_cpu_w": p_cpu + p_cpu_leak,
+    }
