@@ -172,6 +172,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         batch_size: int | None = None,
         loss: str | None = None,
         random_state: int | None = None,
+        body_lr_scale: float = 1.0,
     ) -> PowerTrainMLP:
         """A new estimator: this one's hidden layers, a replaced output layer, retrained.
 
@@ -211,7 +212,17 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             with torch.no_grad():
                 head.weight.uniform_(-bound, bound, generator=gen)
                 head.bias.uniform_(-bound, bound, generator=gen)
-        params = list(new.net_.head.parameters()) if layers == "head" else None
+        head = list(new.net_.head.parameters())
+        if layers == "head":
+            params: list | None = head
+        elif body_lr_scale != 1.0:  # gentler on the kept layers than on the new one
+            body = {
+                "params": list(new.net_.body.parameters()),
+                "lr": float(new.learning_rate) * body_lr_scale,
+            }
+            params = [body, {"params": head}]
+        else:
+            params = None
         new._train(
             X,
             y,
@@ -255,6 +266,12 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         resid = z - out
         self.noise_var_ = uncertainty.noise_variance(resid[va], resid[tr])
         self.head_cov_ = uncertainty.posterior_cov(phi[tr], self.noise_var_)
+        # MAPE % on the held-out rows (they picked the epoch, so mildly optimistic)
+        t = out.astype(np.float64) * self.y_scale_ + self.y_mean_
+        yhat = np.exp(t) if self.target_transform == "log" else t
+        self.validation_mape_ = (
+            float(np.mean(np.abs(yhat[va] / y[va] - 1)) * 100) if len(va) else None
+        )
         self.n_features_in_ = X.shape[1]
 
     # ------------------------------------------------------------------ predict
@@ -305,6 +322,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             "n_features_in": int(self.n_features_in_),
             "constant_features": [bool(b) for b in self.constant_features_],
             "best_epoch": self.best_epoch_,
+            "validation_mape": self.validation_mape_,
         }
         return tensors, meta
 
@@ -328,6 +346,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         est.n_features_in_ = n_in
         est.constant_features_ = np.asarray(meta["constant_features"], dtype=bool)
         est.best_epoch_ = int(meta["best_epoch"])
+        vm = meta.get("validation_mape")
+        est.validation_mape_ = None if vm is None else float(vm)
         if (
             est.x_mean_.shape != (n_in,)
             or est.x_scale_.shape != (n_in,)

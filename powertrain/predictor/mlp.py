@@ -101,14 +101,15 @@ def train(
     lr: float,
     batch_size: int,
     generator: torch.Generator,
-    params: list[nn.Parameter] | None = None,
+    params: list | None = None,
     progress: bool = False,
     desc: str = "training",
 ) -> dict:
     """Adam on minibatches; keep the weights with the lowest validation loss (paper §3.1).
 
-    Without validation rows the last epoch's weights are kept. ``params`` restricts what
-    is trained (transfer of the head only). Returns the loss history and the best epoch.
+    Without validation rows the last epoch's weights are kept. ``params`` (parameters or
+    Adam parameter groups) restricts what is trained and at which rate.
+    Returns the loss history and the best epoch.
     Dropout masks and shuffling draw from ``generator`` so a fit is reproducible without
     touching torch's global RNG.
     """

@@ -63,6 +63,7 @@ def save_predictor(model: Predictor, path: str | Path) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
     os.close(fd)
     torch.save(tensors, tmp)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a model directory is meant to be shared
     os.replace(tmp, path / WEIGHTS_FILE)
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}
     meta = {

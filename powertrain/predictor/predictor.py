@@ -53,6 +53,7 @@ class Predictor(BaseEstimator):
         transfer_learning_rate: float = 1e-3,
         transfer_layers: str = "all",
         transfer_head_init: str = "reference",
+        transfer_body_lr_scale: float = 1.0,
         random_state: int | None = 0,
         progress: bool | None = None,
     ):
@@ -68,6 +69,7 @@ class Predictor(BaseEstimator):
         self.transfer_learning_rate = transfer_learning_rate
         self.transfer_layers = transfer_layers
         self.transfer_head_init = transfer_head_init
+        self.transfer_body_lr_scale = transfer_body_lr_scale
         self.random_state = random_state
         self.progress = progress
 
@@ -120,6 +122,7 @@ class Predictor(BaseEstimator):
         learning_rate: float | None = None,
         layers: str | None = None,
         head_init: str | None = None,
+        body_lr_scale: float | None = None,
         random_state: int | None = None,
         source: str | None = None,
     ) -> Predictor:
@@ -149,6 +152,9 @@ class Predictor(BaseEstimator):
                 batch_size=len(df),
                 loss=loss,
                 random_state=None if seed is None else int(seed) + i,
+                body_lr_scale=self.transfer_body_lr_scale
+                if body_lr_scale is None
+                else body_lr_scale,
             )
             new.heads_[target].set_params(verbose=False)
         new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
