@@ -85,5 +85,8 @@ def smooth(
     rng = np.random.default_rng(seed)
     k = rng.normal(0.0, wavenumber, size=(int(waves), dim)) * 2.0 * np.pi
     phase = rng.uniform(0.0, 2.0 * np.pi, size=int(waves))
-    field = np.cos(x @ k.T + phase).sum(axis=1)
+    # an explicit product-sum, not x @ k.T: BLAS may round differently with the row
+    # count, and a mode must get the same value whatever it is evaluated with
+    arg = (x[:, None, :] * k[None, :, :]).sum(axis=2) + phase
+    field = np.cos(arg).sum(axis=1)
     return sigma * np.sqrt(2.0 / waves) * field

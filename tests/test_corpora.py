@@ -1,0 +1,78 @@
+"""Shipped corpora: present, valid, documented, and regenerated bit-for-bit."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+import powertrain as pt
+from powertrain import corpora
+from powertrain.errors import DataError
+
+REFERENCE = ["orin-agx_resnet18_bs16", "orin-agx_mobilenetv3_bs16", "orin-agx_yolov8n_bs16"]
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_reference_corpora_are_shipped_and_valid():
+    names = corpora.corpus_names()
+    for name in REFERENCE:
+        assert name in names
+        df = corpora.load_corpus(name)
+        assert len(df) == 4368
+        assert set(df.device) == {"orin-agx"} and set(df.batch_size) == {16}
+        assert (df.n_minibatches == 40).all()
+
+
+def test_every_shipped_corpus_has_a_recipe_and_matching_provenance():
+    for name in corpora.corpus_names():
+        assert name in corpora.CORPORA, f"{name} has no recipe in powertrain.corpora"
+        prov = corpora.provenance(name)
+        path = corpora.corpus_path(name)
+        assert prov["csv"]["sha256"] == _sha(path), f"{name}: CSV differs from its provenance"
+        assert prov["rows"] == len(corpora.load_corpus(name))
+        assert prov["command"] == f"python -m powertrain.corpora {name}"
+        assert prov["regenerate_all"] == "python -m powertrain.corpora --all"
+        if isinstance(prov["raw_logs"], dict):
+            for entry in prov["raw_logs"].values():
+                assert _sha(path.with_name(entry["file"])) == entry["sha256"]
+
+
+def test_corpus_matches_the_twin():
+    df = corpora.load_corpus("orin-agx_resnet18_bs16")
+    e = pt.Twin("orin-agx", "resnet18", seed=0).expected(df.iloc[::97], 16)
+    assert ((df.iloc[::97].time_ms / e.time_ms - 1).abs() < 0.03).all()
+    assert ((df.iloc[::97].power_w / e.power_w - 1).abs() < 0.03).all()
+
+
+def test_regenerating_a_small_corpus_gives_the_same_bytes(tmp_path):
+    name = "nano_resnet18-cifar_batchgrid"
+    corpora.generate(name, out_dir=tmp_path)
+    shipped = corpora.corpus_path(name)
+    for suffix in (".csv", ".minibatches.csv.gz", ".power.csv.gz", ".provenance.json"):
+        new, old = tmp_path / f"{name}{suffix}", shipped.with_name(f"{name}{suffix}")
+        assert new.read_bytes() == old.read_bytes(), (
+            f"{name}{suffix} no longer regenerates bit-for-bit; if the twin or the sweep changed "
+            "on purpose, run: python -m powertrain.corpora --all"
+        )
+
+
+def test_unknown_corpus_is_a_clear_error():
+    with pytest.raises(DataError, match="no corpus named 'nope'.*orin-agx_resnet18_bs16"):
+        corpora.load_corpus("nope")
+    with pytest.raises(DataError, match="no corpus recipe"):
+        corpora.generate("nope")
+
+
+def test_recipes_cover_the_issue():
+    r = corpora.CORPORA
+    wanted = {f"orin-agx_{w}_bs{b}" for w in ("resnet18", "mobilenetv3") for b in (8, 16, 32)}
+    assert wanted <= set(r)
+    assert {"orin-agx_yolov8n_bs16", "orin-agx_bert-base_bs16", "orin-agx_lstm_bs16"} <= set(r)
+    assert len(corpora.modes_for(r["xavier-agx_resnet18_bs16"])) == 1000
+    assert len(corpora.modes_for(r["orin-nano_resnet18_bs16"])) == 1800
+    grid = corpora.modes_for(r["nano_resnet18-cifar_batchgrid"])
+    assert len(grid) == 12 * 6 and sorted(grid.batch_size.unique()) == [4, 8, 16, 32, 64, 128]
