@@ -251,3 +251,14 @@ def test_nano_5w_batch_64_beats_128():
     assert best[64].gpu_mhz == pytest.approx(460.8)
     faster = 1 - (best[64].time_ms / 64) / (best[128].time_ms / 128)
     assert 0.22 < faster < 0.42
+
+
+def test_profile_names_the_callers_row_of_a_bad_mode():
+    import powertrain as pt
+    from powertrain.errors import ModeError
+
+    dev = pt.get_device("orin-agx")
+    modes = dev.sample(5, seed=0)
+    modes.loc[2, "mem_mhz"] = 1000.0
+    with pytest.raises(ModeError, match=r"modes: row 3, column 'mem_mhz'"):
+        pt.profile(pt.Twin("orin-agx", "resnet18"), modes, batch_size=16, progress=False)

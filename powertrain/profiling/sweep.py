@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..devices import Device
 from ..errors import DataError, ProfilingError
 from ..schema import CONFIG_COLUMNS
 from .aggregate import stable_since, summarise_window
@@ -385,6 +386,9 @@ def profile(
     if complete is not None:
         configs = complete(configs)
     configs = check_modes(configs, source="modes", batch_size=True)
+    device = getattr(backend, "device", None)
+    if isinstance(device, Device):  # report a bad mode by its row in the caller's table
+        configs = device.validate(configs, source="modes", batch_size=True)
     if hasattr(backend, "sweep_order"):
         configs = backend.sweep_order(configs)
     keys = key_columns(backend)
