@@ -80,7 +80,9 @@ class Device:
             [[s.cores, max(s.cpu_mhz), max(s.gpu_mhz), max(s.mem_mhz)]], columns=list(MODE_COLUMNS)
         )
 
-    def sample(self, n: int, seed: int = 0, stratified: bool = False, modes: pd.DataFrame | None = None) -> pd.DataFrame:
+    def sample(
+        self, n: int, seed: int = 0, stratified: bool = False, modes: pd.DataFrame | None = None
+    ) -> pd.DataFrame:
         """``n`` distinct modes drawn at random (from ``modes``, default every mode).
 
         ``stratified`` spreads the draw over GPU x memory frequency cells (the two knobs
@@ -122,7 +124,9 @@ class Device:
         df["reset_before"] = rises.to_numpy()
         return df
 
-    def validate(self, modes: pd.DataFrame, source: str | None = None, batch_size: bool = False) -> pd.DataFrame:
+    def validate(
+        self, modes: pd.DataFrame, source: str | None = None, batch_size: bool = False
+    ) -> pd.DataFrame:
         """Check every mode uses settings this device has; errors name the row and column."""
         df = check_modes(modes, source=source, batch_size=batch_size)
         s = self.spec
@@ -142,7 +146,8 @@ class Device:
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise ModeError(
-                    f"{where}row {i + 1}, column '{col}': {v[i]:g} MHz is not a {s.name} frequency; "
+                    f"{where}row {i + 1}, column '{col}': {v[i]:g} MHz is not a {s.name} "
+                    "frequency; "
                     f"available: {', '.join(f'{x:g}' for x in table)}"
                 )
             df[col] = nearest  # snap away float noise so joins on modes are exact

@@ -36,15 +36,45 @@ def plot_time_power(
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     if truth is not None:
-        ax.scatter(truth["power_w"], truth["time_ms"], s=2, c="0.8", label="true (all modes)", rasterized=True)
-    ax.scatter(est["power_w"], est["time_ms"], s=2, c="tab:blue", alpha=0.35, label="predicted", rasterized=True)
+        ax.scatter(
+            truth["power_w"],
+            truth["time_ms"],
+            s=2,
+            c="0.8",
+            label="true (all modes)",
+            rasterized=True,
+        )
+    ax.scatter(
+        est["power_w"],
+        est["time_ms"],
+        s=2,
+        c="tab:blue",
+        alpha=0.35,
+        label="predicted",
+        rasterized=True,
+    )
     if front is not None and len(front):
-        ax.plot(front["power_w"], front["time_ms"], "-o", c="tab:orange", ms=3, lw=1.2, label="Pareto front")
+        ax.plot(
+            front["power_w"],
+            front["time_ms"],
+            "-o",
+            c="tab:orange",
+            ms=3,
+            lw=1.2,
+            label="Pareto front",
+        )
     if power_cap_w is not None:
         ax.axvline(power_cap_w, c="tab:red", ls="--", lw=1, label=f"cap {power_cap_w:g} W")
     if chosen is not None:
-        ax.scatter([chosen["power_w"]], [chosen["time_ms"]], s=80, marker="*", c="tab:red", zorder=5,
-                   label="chosen")
+        ax.scatter(
+            [chosen["power_w"]],
+            [chosen["time_ms"]],
+            s=80,
+            marker="*",
+            c="tab:red",
+            zorder=5,
+            label="chosen",
+        )
     ax.set_xlabel("power (W)")
     ax.set_ylabel("time per minibatch (ms)")
     ax.set_yscale("log")
@@ -66,13 +96,19 @@ def figure_png(ax) -> bytes:
     return buf.getvalue()
 
 
-def write_html(path: str | Path, title: str, summary: dict, png: bytes, table: pd.DataFrame) -> Path:
+def write_html(
+    path: str | Path, title: str, summary: dict, png: bytes, table: pd.DataFrame
+) -> Path:
     """A self-contained HTML page: a key/value summary, the plot and a table."""
     path = Path(path)
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
+    rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in summary.items()
+    )
     img = base64.b64encode(png).decode()
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
+table{{border-collapse:collapse}}
 th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left}}</style></head><body>
 <h1>{html.escape(title)}</h1><table>{rows}</table>
 <p><img alt="time vs power" src="data:image/png;base64,{img}"></p>

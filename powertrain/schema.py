@@ -42,7 +42,8 @@ def check_columns(
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataError(
-            f"{_where(source)}missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
+            f"{_where(source)}missing column(s) {', '.join(missing)}; "
+            f"found {', '.join(map(str, df.columns))}"
         )
     if len(df) == 0:
         raise DataError(f"{_where(source)}the table has no rows")
@@ -54,22 +55,30 @@ def check_columns(
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise DataError(
-                f"{_where(source)}row {i + 1}, column '{col}': value {df[col].iloc[i]!r} is not a finite number"
+                f"{_where(source)}row {i + 1}, column '{col}': "
+                f"value {df[col].iloc[i]!r} is not a finite number"
             )
         if col in positive and (values <= 0).any():
             i = int(np.flatnonzero((values <= 0).to_numpy())[0])
-            raise DataError(f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} must be > 0")
+            raise DataError(
+                f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} must be > 0"
+            )
         if col in ("cores", "batch_size"):
             if (values != np.round(values)).any():
                 i = int(np.flatnonzero((values != np.round(values)).to_numpy())[0])
-                raise DataError(f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} is not an integer")
+                raise DataError(
+                    f"{_where(source)}row {i + 1}, column '{col}': "
+                    f"{values.iloc[i]!r} is not an integer"
+                )
             out[col] = values.astype(int)
         else:
             out[col] = values.astype(float)
     return out
 
 
-def check_modes(df: pd.DataFrame, source: str | None = None, batch_size: bool = False) -> pd.DataFrame:
+def check_modes(
+    df: pd.DataFrame, source: str | None = None, batch_size: bool = False
+) -> pd.DataFrame:
     """Validate the mode columns (and ``batch_size`` when asked)."""
     cols = CONFIG_COLUMNS if batch_size else MODE_COLUMNS
     return check_columns(df, cols, source, positive=cols)

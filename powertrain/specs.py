@@ -80,7 +80,9 @@ def _load_json(path: Path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SpecError(f"spec file {path} is not valid JSON: line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise SpecError(
+            f"spec file {path} is not valid JSON: line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     if not isinstance(data, dict):
         raise SpecError(f"spec file {path} must hold a JSON object, found {type(data).__name__}")
     return data
@@ -195,10 +197,14 @@ def _resolve(spec: Any, kind: str, builder, cls):
             return builder(_load_json(path), where=str(path))
         known = _catalog_names(kind + "s")
         if s not in known:
-            raise SpecError(f"unknown {kind} {s!r}; known: {', '.join(known)} (or pass a spec file/dict)")
+            raise SpecError(
+                f"unknown {kind} {s!r}; known: {', '.join(known)} (or pass a spec file/dict)"
+            )
         path = resources.files(_CATALOG) / f"{kind}s" / f"{s}.json"
         return builder(json.loads(path.read_text()), where=f"catalog {kind} {s}")
-    raise SpecError(f"cannot use {type(spec).__name__} as a {kind} spec; pass a name, a JSON file or a dict")
+    raise SpecError(
+        f"cannot use {type(spec).__name__} as a {kind} spec; pass a name, a JSON file or a dict"
+    )
 
 
 def load_device_spec(spec: SpecLike) -> DeviceSpec:

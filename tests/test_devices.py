@@ -9,7 +9,13 @@ import pytest
 import powertrain as pt
 from powertrain.errors import ModeError, SpecError
 
-EXPECTED_MODES = {"orin-agx": 18096, "xavier-agx": 29232, "orin-nano": 1800, "nano": 5040, "tx2-nx": 4680}
+EXPECTED_MODES = {
+    "orin-agx": 18096,
+    "xavier-agx": 29232,
+    "orin-nano": 1800,
+    "nano": 5040,
+    "tx2-nx": 4680,
+}
 
 
 def test_catalog_lists_the_five_devices():
@@ -50,7 +56,12 @@ def test_presets_resolve_caps_to_table_entries():
     presets = orin.presets().set_index("name")
     assert set(presets.index) == {"MAXN", "MODE_15W", "MODE_30W", "MODE_50W"}
     maxn = presets.loc["MAXN"]
-    assert (maxn["cores"], maxn["cpu_mhz"], maxn["gpu_mhz"], maxn["mem_mhz"]) == (12, 2201.6, 1300.5, 3199.0)
+    assert (maxn["cores"], maxn["cpu_mhz"], maxn["gpu_mhz"], maxn["mem_mhz"]) == (
+        12,
+        2201.6,
+        1300.5,
+        3199.0,
+    )
     assert presets.loc["MODE_15W", "budget_w"] == 15
     orin.validate(presets.reset_index())  # every preset is a valid mode
     nano = pt.get_device("nano").presets().set_index("name")
@@ -102,7 +113,9 @@ def test_validate_names_row_and_column_of_a_bad_frequency():
     dev = pt.get_device("orin-agx")
     modes = dev.sample(5, seed=0)
     modes.loc[3, "gpu_mhz"] = 999.0
-    with pytest.raises(ModeError, match=r"row 4, column 'gpu_mhz': 999 MHz is not a orin-agx frequency"):
+    with pytest.raises(
+        ModeError, match=r"row 4, column 'gpu_mhz': 999 MHz is not a orin-agx frequency"
+    ):
         dev.validate(modes)
     modes = dev.sample(5, seed=0)
     modes.loc[0, "cores"] = 13
@@ -124,9 +137,14 @@ def test_unknown_device_is_a_clear_error():
 
 
 def test_user_device_spec_from_dict_and_file(tmp_path):
-    spec = {"name": "my-board", "cores": 2, "cpu_mhz": [500, 1000], "gpu_mhz": [300, 600, 900],
-            "mem_mhz": [800], "presets": [{"name": "TOP", "cores": 2, "cpu_mhz": 1000,
-                                           "gpu_mhz": 900, "mem_mhz": 800}]}
+    spec = {
+        "name": "my-board",
+        "cores": 2,
+        "cpu_mhz": [500, 1000],
+        "gpu_mhz": [300, 600, 900],
+        "mem_mhz": [800],
+        "presets": [{"name": "TOP", "cores": 2, "cpu_mhz": 1000, "gpu_mhz": 900, "mem_mhz": 800}],
+    }
     dev = pt.get_device(spec)
     assert dev.n_modes == 2 * 2 * 3 * 1 == len(dev.power_modes())
     path = tmp_path / "my-board.json"
@@ -141,9 +159,14 @@ def test_user_device_spec_from_dict_and_file(tmp_path):
         ("{not json", r"not valid JSON: line 1"),
         ("[1, 2]", "must hold a JSON object"),
         ('{"name": "x", "cores": 2, "cpu_mhz": [1], "gpu_mhz": [1]}', "missing field.*mem_mhz"),
-        ('{"name": "x", "cores": 0, "cpu_mhz": [1], "gpu_mhz": [1], "mem_mhz": [1]}', "'cores' must be"),
-        ('{"name": "x", "cores": 2, "cpu_mhz": [1, "fast"], "gpu_mhz": [1], "mem_mhz": [1]}',
-         r"'cpu_mhz'\[1\] = 'fast' is not a positive number"),
+        (
+            '{"name": "x", "cores": 0, "cpu_mhz": [1], "gpu_mhz": [1], "mem_mhz": [1]}',
+            "'cores' must be",
+        ),
+        (
+            '{"name": "x", "cores": 2, "cpu_mhz": [1, "fast"], "gpu_mhz": [1], "mem_mhz": [1]}',
+            r"'cpu_mhz'\[1\] = 'fast' is not a positive number",
+        ),
     ],
 )
 def test_malformed_device_spec_files_name_the_file_and_field(tmp_path, text, match):

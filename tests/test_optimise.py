@@ -19,7 +19,9 @@ def test_pareto_front_is_exactly_the_non_dominated_set():
     est = _est()
     front = pt.pareto_front(est)
     p, t = est["power_w"].to_numpy(), est["time_ms"].to_numpy()
-    dominated = np.array([((p <= p[i]) & (t <= t[i]) & ((p < p[i]) | (t < t[i]))).any() for i in range(len(p))])
+    dominated = np.array(
+        [((p <= p[i]) & (t <= t[i]) & ((p < p[i]) | (t < t[i]))).any() for i in range(len(p))]
+    )
     assert set(front["mode_id"]) == set(est["mode_id"][~dominated])
     assert (np.diff(front["power_w"]) > 0).all() and (np.diff(front["time_ms"]) < 0).all()
 

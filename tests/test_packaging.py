@@ -23,20 +23,52 @@ print("models", sorted(models))
 def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     wheel = next(wheels.glob("powertrain-*.whl"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(site)], check=True, capture_output=True, text=True, cwd=tmp_path, env=env
+        [sys.executable, "-c", PROBE, str(site)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
     ).stdout
     n_csv = sum(1 for p in (ROOT / "datasets").glob("*.csv"))
     assert f"datasets {n_csv}" in out
     for folder in (ROOT / "reference_models").iterdir():
         if folder.is_dir() and not folder.name.startswith("__"):
-            assert repr(folder.name) in out, f"reference_models/{folder.name} missing from the wheel"
+            assert repr(folder.name) in out, (
+                f"reference_models/{folder.name} missing from the wheel"
+            )

@@ -8,9 +8,17 @@ from powertrain.schema import check_samples, read_corpus
 
 
 def _good():
-    return pd.DataFrame({"cores": [4, 8], "cpu_mhz": [1000.0, 2000.0], "gpu_mhz": [300.0, 900.0],
-                         "mem_mhz": [2133.0, 3199.0], "batch_size": [16, 16], "time_ms": [120.0, 40.0],
-                         "power_w": [12.0, 40.0]})
+    return pd.DataFrame(
+        {
+            "cores": [4, 8],
+            "cpu_mhz": [1000.0, 2000.0],
+            "gpu_mhz": [300.0, 900.0],
+            "mem_mhz": [2133.0, 3199.0],
+            "batch_size": [16, 16],
+            "time_ms": [120.0, 40.0],
+            "power_w": [12.0, 40.0],
+        }
+    )
 
 
 def test_good_samples_pass_and_keep_extra_columns():
@@ -29,7 +37,9 @@ def test_non_numeric_value_names_row_and_column(tmp_path):
     df.loc[1, "time_ms"] = "fast"
     path = tmp_path / "c.csv"
     df.to_csv(path, index=False)
-    with pytest.raises(DataError, match=r"c.csv: row 2, column 'time_ms': value 'fast' is not a finite number"):
+    with pytest.raises(
+        DataError, match=r"c.csv: row 2, column 'time_ms': value 'fast' is not a finite number"
+    ):
         read_corpus(path)
 
 

@@ -71,15 +71,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     dev = get_device(args.device)
     modes = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
     if args.out in (None, "-"):
-        df = profile(twin, modes, batch_size=args.batch_size, n_minibatches=args.minibatches,
-                     progress=not args.quiet)
+        df = profile(
+            twin,
+            modes,
+            batch_size=args.batch_size,
+            n_minibatches=args.minibatches,
+            progress=not args.quiet,
+        )
         df.to_csv(sys.stdout, index=False)
     else:
-        df = profile(twin, modes, batch_size=args.batch_size, n_minibatches=args.minibatches,
-                     out=args.out, progress=not args.quiet)
+        df = profile(
+            twin,
+            modes,
+            batch_size=args.batch_size,
+            n_minibatches=args.minibatches,
+            out=args.out,
+            progress=not args.quiet,
+        )
         hours = df["profile_s"].sum() / 3600
-        print(f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",
-              file=sys.stderr)
+        print(
+            f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -87,13 +100,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list catalog devices and their power-mode counts")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("modes", help="write a device's power modes (all, grid, presets or a sample) as CSV")
-    p.add_argument("device", help="catalog id (see `powertrain devices`) or a device spec JSON file")
+    p = sub.add_parser(
+        "modes", help="write a device's power modes (all, grid, presets or a sample) as CSV"
+    )
+    p.add_argument(
+        "device", help="catalog id (see `powertrain devices`) or a device spec JSON file"
+    )
     p.add_argument("--which", choices=["all", "grid", "presets", "sample"], default="all")
     p.add_argument("-n", type=_positive_int, default=50, help="sample size for --which sample")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stratified", action="store_true", help="spread the sample over GPU x memory cells")
-    p.add_argument("--sweep-order", action="store_true", help="order rows for a downward-stepping sweep")
+    p.add_argument(
+        "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
+    )
+    p.add_argument(
+        "--sweep-order", action="store_true", help="order rows for a downward-stepping sweep"
+    )
     p.add_argument("-o", "--out", help="output CSV (default: stdout)")
     p.set_defaults(func=cmd_modes)
 
@@ -102,7 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workload", help="catalog workload name or workload spec JSON file")
     p.add_argument("-n", type=_positive_int, default=50, help="number of random modes to profile")
     p.add_argument("--batch-size", type=_positive_int, default=16)
-    p.add_argument("--minibatches", type=_positive_int, default=40, help="clean minibatches per mode")
+    p.add_argument(
+        "--minibatches", type=_positive_int, default=40, help="clean minibatches per mode"
+    )
     p.add_argument("--seed", type=int, default=0, help="seeds the twin and the mode draw")
     p.add_argument("--stratified", action="store_true")
     p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")

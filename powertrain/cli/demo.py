@@ -26,14 +26,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     twin = Twin(dev.spec, args.workload, seed=args.seed)
     say = print if not args.quiet else (lambda *a, **k: None)
 
-    say(f"1. profiling {args.samples} random modes of {args.workload} (batch {args.batch_size}) "
-        f"on the {dev.name} digital twin ...")
+    say(
+        f"1. profiling {args.samples} random modes of {args.workload} (batch {args.batch_size}) "
+        f"on the {dev.name} digital twin ..."
+    )
     modes = dev.power_modes()
     picked = dev.sample(args.samples, seed=args.seed)
     samples = profile(twin, picked, batch_size=args.batch_size, progress=not args.quiet)
     samples.to_csv(out / "samples.csv", index=False)
-    say(f"   {len(samples)} modes measured; that would take {samples['profile_s'].sum() / 60:.1f} min "
-        "on the board")
+    profiled_min = samples["profile_s"].sum() / 60
+    say(
+        f"   {len(samples)} modes measured; that would take {profiled_min:.1f} min "
+        "on the board"
+    )
 
     say(f"2. transferring the reference model {args.reference} ...")
     t0 = time.perf_counter()
@@ -58,9 +63,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     feasible_truth = truth[truth["power_w"] <= args.power_cap]
     optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
 
+    penalty = time_penalty_pct(true_best["time_ms"], optimum["time_ms"])
     summary = {
         "device / workload": f"{dev.name} / {args.workload} (batch {args.batch_size})",
-        "profiled modes": f"{len(samples)} ({samples['profile_s'].sum() / 60:.1f} min of board time)",
+        "profiled modes": f"{len(samples)} ({profiled_min:.1f} min of board time)",
         "reference model": args.reference,
         "transfer time": f"{t_transfer:.2f} s",
         f"predict {len(modes):,} modes": f"{t_predict:.3f} s",
@@ -72,14 +78,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "chosen: predicted": f"{best['time_ms']:.1f} ms at {best['power_w']:.1f} W",
         "chosen: true": f"{true_best['time_ms']:.1f} ms at {true_best['power_w']:.1f} W",
         "true optimum under cap": f"{optimum['time_ms']:.1f} ms at {optimum['power_w']:.1f} W",
-        "time penalty vs optimum": f"{time_penalty_pct(true_best['time_ms'], optimum['time_ms']):.1f} %",
+        "time penalty vs optimum": f"{penalty:.1f} %",
     }
-    ax = plot_time_power(est, front, best, args.power_cap, truth=truth,
-                         title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes")
+    ax = plot_time_power(
+        est,
+        front,
+        best,
+        args.power_cap,
+        truth=truth,
+        title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes",
+    )
     png = figure_png(ax)
     (out / "time_power.png").write_bytes(png)
-    write_html(out / "report.html", f"PowerTrain demo: {dev.name} / {args.workload}", summary, png,
-               front[mode_cols + ["time_ms", "power_w"]])
+    write_html(
+        out / "report.html",
+        f"PowerTrain demo: {dev.name} / {args.workload}",
+        summary,
+        png,
+        front[mode_cols + ["time_ms", "power_w"]],
+    )
     width = max(map(len, summary))
     for k, v in summary.items():
         say(f"   {k:<{width}}  {v}")
@@ -89,10 +106,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the whole flow on the digital twin with the shipped reference model")
+    p = sub.add_parser(
+        "demo", help="run the whole flow on the digital twin with the shipped reference model"
+    )
     p.add_argument("--device", default="orin-agx")
     p.add_argument("--workload", default="mobilenetv3")
-    p.add_argument("--reference", default="orin-agx/resnet18", help="shipped reference model or model dir")
+    p.add_argument(
+        "--reference", default="orin-agx/resnet18", help="shipped reference model or model dir"
+    )
     p.add_argument("--samples", type=int, default=50, help="modes to profile for the transfer")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--power-cap", type=float, default=30.0, help="watts")
