@@ -123,13 +123,41 @@ def train(
     opt = torch.optim.Adam(trainable, lr=lr)
     n = len(xt)
     bs = max(1, min(batch_size, n))
-    best = (float("inf"), -1, None)
-    history: dict[str, list[float]] = {"train": [], "val": []}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=epochs, desc=desc, leave=False, unit="epoch")
+    # minibatches of 32-4k rows are too small to split across threads: the OpenMP hand-off
+    # costs more than it saves, and on a busy machine it stalls badly (measured: a 10x
+    # slower reference fit with 2 threads beside another job), so train single-threaded
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_loop(
+            net,
+            xt,
+            yt,
+            xv if has_val else None,
+            yv if has_val else None,
+            loss_fn,
+            epochs,
+            bs,
+            opt,
+            generator,
+            bar,
+            n,
+        )
+    finally:
+        torch.set_num_threads(threads)
+        if bar is not None:
+            bar.close()
+
+
+def _train_loop(net, xt, yt, xv, yv, loss_fn, epochs, bs, opt, generator, bar, n) -> dict:
+    has_val = xv is not None
+    best = (float("inf"), -1, None)
+    history: dict[str, list[float]] = {"train": [], "val": []}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
         for epoch in range(epochs):
@@ -158,8 +186,6 @@ def train(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{history['train'][-1]:.4g}")
-    if bar is not None:
-        bar.close()
     net.eval()
     if best[2] is not None:
         net.load_state_dict(best[2])
