@@ -269,8 +269,10 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         # MAPE % on the held-out rows (they picked the epoch, so mildly optimistic)
         t = out.astype(np.float64) * self.y_scale_ + self.y_mean_
         yhat = np.exp(t) if self.target_transform == "log" else t
+        yv, hv = y[va], yhat[va]
+        nz = yv != 0  # MAPE is undefined at zero targets (never in time/power data)
         self.validation_mape_ = (
-            float(np.mean(np.abs(yhat[va] / y[va] - 1)) * 100) if len(va) else None
+            float(np.mean(np.abs(hv[nz] / yv[nz] - 1)) * 100) if nz.any() else None
         )
         self.n_features_in_ = X.shape[1]
 
