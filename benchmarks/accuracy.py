@@ -111,6 +111,18 @@ def _errors(model, test: pd.DataFrame) -> tuple[float, float]:
     return (mape(test["time_ms"], pred["time_ms"]), mape(test["power_w"], pred["power_w"]))
 
 
+def _coverage(model, test: pd.DataFrame) -> tuple[float, float]:
+    """Share of test modes whose truth lies within the predicted +-2 sigma (ideal ~0.95)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        pred = model.predict(test[list(CONFIG_COLUMNS)])
+    out = []
+    for t in ("time_ms", "power_w"):
+        err = np.abs(test[t].to_numpy() - pred[t].to_numpy())
+        out.append(float(np.mean(err <= 2 * pred[f"{t}_std"].to_numpy())))
+    return out[0], out[1]
+
+
 def floor(corpus: pd.DataFrame, seed: int = 0) -> tuple[float, float]:
     """NN on all: fit on 90 % of the modes (its own 10 % inside picks the epoch), test on 10 %."""
     test = corpus.sample(frac=0.1, random_state=seed)
@@ -142,6 +154,7 @@ def run_target(
                     methods["PT-mse"] = (ref.transfer(samples, random_state=draw), None)
             if n == 50:
                 methods["GB"] = (GradientBoostingPredictor(random_state=draw).fit(samples), None)
+            cover = _coverage(pt_model, test)
             for method, (model, secs) in methods.items():
                 t_err, p_err = _errors(model, test)
                 rows.append(
@@ -153,6 +166,8 @@ def run_target(
                         "time_mape": t_err,
                         "power_mape": p_err,
                         "seconds": secs,
+                        "time_cover2sd": cover[0] if method == "PT" else None,
+                        "power_cover2sd": cover[1] if method == "PT" else None,
                     }
                 )
             bar.update(1)
@@ -169,6 +184,8 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
         power_median=("power_mape", "median"),
         power_q1=("power_mape", lambda s: s.quantile(0.25)),
         power_q3=("power_mape", lambda s: s.quantile(0.75)),
+        time_cover2sd=("time_cover2sd", "median"),
+        power_cover2sd=("power_cover2sd", "median"),
     ).reset_index()
     paper_t, paper_p = [], []
     for r in out.itertuples():
@@ -341,13 +358,15 @@ def print_tables(
     summary: pd.DataFrame, floors: dict, checks: pd.DataFrame, matrix: pd.DataFrame
 ) -> None:
     print("\nMAPE % on every mode not used for training: median [Q1-Q3]; floor = NN on all modes")
-    head = ("target", "method", "n", "time", "paper", "power", "paper")
-    print("{:<28} {:<7} {:>4}  {:>22} {:>6}  {:>22} {:>6}".format(*head))
+    print("(cover: share of test modes within the predicted +-2 sigma, time/power; ideal ~0.95)")
+    head = ("target", "method", "n", "time", "paper", "power", "paper", "cover")
+    print("{:<28} {:<7} {:>4}  {:>22} {:>6}  {:>22} {:>6}  {}".format(*head))
     for r in summary.itertuples():
         t = f"{r.time_median:6.2f} [{r.time_q1:5.2f}-{r.time_q3:5.2f}]"
         p = f"{r.power_median:6.2f} [{r.power_q1:5.2f}-{r.power_q3:5.2f}]"
         pt_, pp_ = _fmt(r.paper_time), _fmt(r.paper_power)
-        print(f"{r.target:<28} {r.method:<7} {r.n:>4}  {t:>22} {pt_}  {p:>22} {pp_}")
+        cov = "" if pd.isna(r.time_cover2sd) else f"{r.time_cover2sd:.2f}/{r.power_cover2sd:.2f}"
+        print(f"{r.target:<28} {r.method:<7} {r.n:>4}  {t:>22} {pt_}  {p:>22} {pp_}  {cov}")
     print("\nNN-on-all floor (90/10 split):")
     for name, (t, p) in floors.items():
         print(f"  {name:<28} time {t:6.2f}   power {p:6.2f}")

@@ -173,6 +173,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         loss: str | None = None,
         random_state: int | None = None,
         body_lr_scale: float = 1.0,
+        validation_fraction: float | None = None,
     ) -> PowerTrainMLP:
         """A new estimator: this one's hidden layers, a replaced output layer, retrained.
 
@@ -194,6 +195,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
                 ("batch_size", batch_size),
                 ("loss", loss),
                 ("random_state", random_state),
+                ("validation_fraction", validation_fraction),
             )
             if v is not None
         }
@@ -233,10 +235,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             gen,
             params=params,
             desc="transfer",
+            # on a few samples the training residuals say little about the error elsewhere;
+            # the transferred model is not expected to beat the reference's held-out error
+            noise_floor=self.noise_var_ * (self.y_scale_ / new.y_scale_) ** 2,
         )
         return new
 
-    def _train(self, X, y, loss, epochs, lr, batch_size, gen, params, desc) -> None:
+    def _train(
+        self, X, y, loss, epochs, lr, batch_size, gen, params, desc, noise_floor: float = 0.0
+    ) -> None:
         rng = np.random.default_rng(_seed(self.random_state))
         tr, va = self._split(len(X), rng)
         xs, z = self._scale_x(X), self._z(y)
@@ -264,7 +271,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         phi, out = mlp.predict(self.net_, xs)
         out = out.numpy()
         resid = z - out
-        self.noise_var_ = uncertainty.noise_variance(resid[va], resid[tr])
+        self.noise_var_ = max(uncertainty.noise_variance(resid[va], resid[tr]), noise_floor)
         self.head_cov_ = uncertainty.posterior_cov(phi[tr], self.noise_var_)
         # MAPE % on the held-out rows (they picked the epoch, so mildly optimistic)
         t = out.astype(np.float64) * self.y_scale_ + self.y_mean_

@@ -33,8 +33,11 @@ class Predictor(BaseEstimator):
         reference training (paper Table 4: 256-128-64, Adam 1e-3, 100 epochs, 90:10).
     input_transform, target_transform: ``"log"`` by default -- measured on the twin
         corpora to cut the reference's time MAPE (benchmarks/results/accuracy*).
-    transfer_epochs, transfer_learning_rate, transfer_layers, transfer_head_init: how
-        :meth:`transfer` retrains (full-batch on the few samples).
+    transfer_epochs, transfer_learning_rate, transfer_layers, transfer_head_init,
+        transfer_body_lr_scale, transfer_validation_fraction: how :meth:`transfer`
+        retrains -- full-batch, 100 epochs, on *all* samples (no 10 % hold-out: with 50
+        modes, choosing the epoch on 5 of them lost more than it gained; measured on the
+        twin corpora, e.g. BERT time 12.8 -> 11.0 %, Orin Nano power 4.9 -> 4.6 %).
     random_state: seed of everything random; ``progress``: tqdm bars (None: reference
         training only).
     """
@@ -49,11 +52,12 @@ class Predictor(BaseEstimator):
         validation_fraction: float = 0.1,
         input_transform: str = "log",
         target_transform: str = "log",
-        transfer_epochs: int = 200,
+        transfer_epochs: int = 100,
         transfer_learning_rate: float = 1e-3,
         transfer_layers: str = "all",
         transfer_head_init: str = "reference",
         transfer_body_lr_scale: float = 1.0,
+        transfer_validation_fraction: float = 0.0,
         random_state: int | None = 0,
         progress: bool | None = None,
     ):
@@ -70,6 +74,7 @@ class Predictor(BaseEstimator):
         self.transfer_layers = transfer_layers
         self.transfer_head_init = transfer_head_init
         self.transfer_body_lr_scale = transfer_body_lr_scale
+        self.transfer_validation_fraction = transfer_validation_fraction
         self.random_state = random_state
         self.progress = progress
 
@@ -155,6 +160,7 @@ class Predictor(BaseEstimator):
                 body_lr_scale=self.transfer_body_lr_scale
                 if body_lr_scale is None
                 else body_lr_scale,
+                validation_fraction=self.transfer_validation_fraction,
             )
             new.heads_[target].set_params(verbose=False)
         new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
