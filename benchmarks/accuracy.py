@@ -306,10 +306,19 @@ def plot(summary: pd.DataFrame, floors: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     targets = list(dict.fromkeys(summary.target))
-    fig, axes = plt.subplots(2, len(targets), figsize=(3.2 * len(targets), 6), squeeze=False)
-    for j, target in enumerate(targets):
+    per_row = min(len(targets), 4)
+    blocks = -(-len(targets) // per_row)  # each block: a time row and a power row
+    fig, axes = plt.subplots(
+        2 * blocks, per_row, figsize=(3.4 * per_row, 5.6 * blocks), squeeze=False
+    )
+    for idx in range(len(targets), blocks * per_row):  # empty slots of the last block
+        b, j = divmod(idx, per_row)
+        axes[2 * b, j].set_visible(False)
+        axes[2 * b + 1, j].set_visible(False)
+    for idx, target in enumerate(targets):
+        b, j = divmod(idx, per_row)
         for i, (what, label) in enumerate((("time", "time MAPE %"), ("power", "power MAPE %"))):
-            ax = axes[i, j]
+            ax = axes[2 * b + i, j]
             for k, method in enumerate(("PT", "NN")):
                 s = summary[(summary.target == target) & (summary.method == method)]
                 x = np.arange(len(s)) + (k - 0.5) * 0.38

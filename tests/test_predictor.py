@@ -81,6 +81,14 @@ def test_transfer_returns_new_model_and_leaves_reference_alone(ref, target):
         for k, v in h.net_.state_dict().items():
             assert torch.equal(v, before[t][k]), f"{t}.{k} changed"
     assert ref.get_params() == params
+    for m in (ref, model):  # retraining ran without dropout; the stored rate is unchanged
+        rates = {
+            d.p
+            for h in m.heads_.values()
+            for d in h.net_.modules()
+            if isinstance(d, torch.nn.Dropout)
+        }
+        assert rates == {ref.dropout}
     pd.testing.assert_frame_equal(ref.predict(probe), pred_before)
     assert model.info_["kind"] == "transferred" and model.n_samples_ == 30
 

@@ -174,6 +174,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         random_state: int | None = None,
         body_lr_scale: float = 1.0,
         validation_fraction: float | None = None,
+        dropout: float | None = None,
     ) -> PowerTrainMLP:
         """A new estimator: this one's hidden layers, a replaced output layer, retrained.
 
@@ -207,6 +208,10 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         new.y_mean_ = float(yt.mean())
         new.y_scale_ = float(yt.std()) or 1.0
         new.net_ = copy.deepcopy(self.net_)
+        if dropout is not None:  # rate while retraining only; the layout (and file) is unchanged
+            for m in new.net_.modules():
+                if isinstance(m, torch.nn.Dropout):
+                    m.p = float(dropout)
         gen = torch.Generator().manual_seed(_seed(new.random_state))
         if head_init == "fresh":
             head = new.net_.head
@@ -239,6 +244,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             # the transferred model is not expected to beat the reference's held-out error
             noise_floor=self.noise_var_ * (self.y_scale_ / new.y_scale_) ** 2,
         )
+        for m in new.net_.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = float(new.dropout)
         return new
 
     def _train(

@@ -34,10 +34,11 @@ class Predictor(BaseEstimator):
     input_transform, target_transform: ``"log"`` by default -- measured on the twin
         corpora to cut the reference's time MAPE (benchmarks/results/accuracy*).
     transfer_epochs, transfer_learning_rate, transfer_layers, transfer_head_init,
-        transfer_body_lr_scale, transfer_validation_fraction: how :meth:`transfer`
-        retrains -- full-batch, 100 epochs, on *all* samples (no 10 % hold-out: with 50
-        modes, choosing the epoch on 5 of them lost more than it gained; measured on the
-        twin corpora, e.g. BERT time 12.8 -> 11.0 %, Orin Nano power 4.9 -> 4.6 %).
+        transfer_body_lr_scale, transfer_validation_fraction, transfer_dropout: how
+        :meth:`transfer` retrains -- full-batch, 100 epochs, on *all* samples (no 10 %
+        hold-out: with 50 modes, choosing the epoch on 5 of them lost more than it gained;
+        measured on the twin corpora, e.g. BERT time 12.8 -> 11.0 %, Orin Nano power
+        4.9 -> 4.6 %) and without dropout (power MAPE -0.1..-0.6 points on 4 targets).
     random_state: seed of everything random; ``progress``: tqdm bars (None: reference
         training only).
     """
@@ -58,6 +59,7 @@ class Predictor(BaseEstimator):
         transfer_head_init: str = "reference",
         transfer_body_lr_scale: float = 1.0,
         transfer_validation_fraction: float = 0.0,
+        transfer_dropout: float = 0.0,
         random_state: int | None = 0,
         progress: bool | None = None,
     ):
@@ -75,6 +77,7 @@ class Predictor(BaseEstimator):
         self.transfer_head_init = transfer_head_init
         self.transfer_body_lr_scale = transfer_body_lr_scale
         self.transfer_validation_fraction = transfer_validation_fraction
+        self.transfer_dropout = transfer_dropout
         self.random_state = random_state
         self.progress = progress
 
@@ -161,6 +164,7 @@ class Predictor(BaseEstimator):
                 if body_lr_scale is None
                 else body_lr_scale,
                 validation_fraction=self.transfer_validation_fraction,
+                dropout=self.transfer_dropout,
             )
             new.heads_[target].set_params(verbose=False)
         new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
