@@ -175,6 +175,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         body_lr_scale: float = 1.0,
         validation_fraction: float | None = None,
         dropout: float | None = None,
+        cv_folds: int = 5,
     ) -> PowerTrainMLP:
         """A new estimator: this one's hidden layers, a replaced output layer, retrained.
 
@@ -184,6 +185,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         ``head_init="fresh"`` re-initialises the output layer as the paper describes;
         ``"reference"`` starts it from the reference's (the new targets are standardised,
         so the reference head is a close first guess). ``self`` is never modified.
+        ``cv_folds`` extra transfers on k-1 folds measure the out-of-sample error that
+        sets the uncertainty's noise term (the training residuals of a fine-tuned net are
+        near zero); 0 skips them.
         """
         check_is_fitted(self)
         _check_choice("layers", layers, _LAYERS)
@@ -200,6 +204,13 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             )
             if v is not None
         }
+        kwargs = dict(
+            layers=layers,
+            head_init=head_init,
+            body_lr_scale=body_lr_scale,
+            dropout=dropout,
+            **overrides,
+        )
         new = copy.copy(self)  # shallow: params and learned arrays, replaced below
         new.set_params(**overrides)
         new._check_params()
@@ -240,14 +251,30 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             gen,
             params=params,
             desc="transfer",
-            # on a few samples the training residuals say little about the error elsewhere;
-            # the transferred model is not expected to beat the reference's held-out error
-            noise_floor=self.noise_var_ * (self.y_scale_ / new.y_scale_) ** 2,
+            noise_floor=max(
+                # not expected to beat the reference's held-out error, nor its own k-fold one
+                self.noise_var_ * (self.y_scale_ / new.y_scale_) ** 2,
+                self._cv_noise(X, y, new, cv_folds, kwargs) / new.y_scale_**2,
+            ),
         )
         for m in new.net_.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = float(new.dropout)
         return new
+
+    def _cv_noise(self, X, y, new: PowerTrainMLP, folds: int, kwargs: dict) -> float:
+        """Mean squared k-fold error of this transfer, in transformed-target units."""
+        folds = min(int(folds), len(X) // 2)
+        if folds < 2:
+            return 0.0
+        perm = np.random.default_rng(_seed(new.random_state) + 1).permutation(len(X))
+        sq = []
+        for k in range(folds):
+            va = perm[k::folds]
+            tr = np.setdiff1d(perm, va)
+            m = self.transfer(X[tr], y[tr], cv_folds=0, **kwargs)
+            sq.append((new._ty(y[va]) - new._ty(m.predict(X[va]))) ** 2)
+        return float(np.mean(np.concatenate(sq)))
 
     def _train(
         self, X, y, loss, epochs, lr, batch_size, gen, params, desc, noise_floor: float = 0.0
