@@ -164,3 +164,8 @@ def test_copy_of_directory_loads(saved, tmp_path):
     dest = tmp_path / "copy"
     shutil.copytree(saved, dest)
     Predictor.load(dest)
+
+
+def test_saving_is_deterministic(model, tmp_path):
+    a, b = model.save(tmp_path / "a"), model.save(tmp_path / "b")
+    assert _sha256(a / WEIGHTS_FILE) == _sha256(b / WEIGHTS_FILE)

@@ -62,7 +62,8 @@ def save_predictor(model: Predictor, path: str | Path) -> Path:
     # write weights first (atomically), then the metadata that vouches for them
     fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
     os.close(fd)
-    torch.save(tensors, tmp)
+    with open(tmp, "wb") as f:  # a file object: the archive name is fixed, so equal
+        torch.save(tensors, f)  # tensors give equal bytes (torch names it after the path)
     os.chmod(tmp, 0o644)  # mkstemp makes it private; a model directory is meant to be shared
     os.replace(tmp, path / WEIGHTS_FILE)
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}

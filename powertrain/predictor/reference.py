@@ -74,7 +74,10 @@ est = model.predict(pt.get_device("orin-agx").power_modes(), batch_size=16)
   {prov.get("seed")}, {prov.get("n_minibatches")} minibatches per mode; the same sweep on
   the board would take {prov.get("board_hours")} h. Provenance:
   `datasets/{corpus_name}.provenance.json`.
-- Training ranges (predictions outside warn `ExtrapolationWarning`):
+- Training ranges (predictions outside warn `ExtrapolationWarning`). A column that
+  never varied (here usually `batch_size`) starts with zero input weights, so the
+  reference is neutral about it: transfer with samples at every batch size you want to
+  predict, or expect the warning.
 
 | input | min | max |
 |---|---|---|
@@ -88,7 +91,8 @@ layers 1 and 2, Adam lr {p["learning_rate"]}, MSE, {p["epochs"]} epochs, minibat
 power: epoch {best["power_w"]}); inputs `{p["input_transform"]}`-transformed then
 standardised, targets `{p["target_transform"]}`-transformed then standardised.
 Uncertainty (`time_ms_std`, `power_w_std`): last-layer Laplace approximation plus the
-held-out error. Files: `model.json` (metadata, SHA-256 of the weights) and `weights.pt`
+held-out error (after a transfer: the transfer's own 5-fold error, slightly
+conservative). Files: `model.json` (metadata, SHA-256 of the weights) and `weights.pt`
 (tensors only, read with `torch.load(weights_only=True)`).
 
 ## Metrics (this training run)
