@@ -115,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     steps = ref.transfer_epochs
     t_tl_bare = _best(lambda: bare_epochs(45, steps, 45), repeats)
     rows.append(
-        ("transfer (both heads)", t_tl, t_tl_bare, f"bare torch, {steps} full-batch steps x 2")
+        (
+            "transfer (both heads)",
+            t_tl,
+            t_tl_bare,
+            f"bare torch, {steps} full-batch steps x 2 (transfer runs 1+5 k-fold fits)",
+        )
     )
 
     modes = pt.get_device("orin-agx").power_modes()
