@@ -13,6 +13,17 @@ from importlib import resources
 import powertrain as pt
 assert pt.__file__.startswith(sys.argv[1]), pt.__file__
 assert len(pt.get_device("orin-agx").power_modes()) == 18096
+import importlib, pkgutil
+for info in pkgutil.walk_packages(pt.__path__, "powertrain."):
+    if info.name.endswith("__main__"):
+        continue
+    importlib.import_module(info.name)  # every sub-package made it into the wheel
+for name in ("orin-agx/resnet18", "orin-agx/mobilenetv3"):
+    ref = pt.Predictor.from_pretrained(name)
+    est = ref.predict(pt.get_device("orin-agx").maxn(), batch_size=16)
+    assert est["time_ms"].iloc[0] > 0 and est["power_w"].iloc[0] > 0
+from powertrain.corpora import load_corpus
+assert len(load_corpus("orin-agx_resnet18_bs16")) == 4368
 data = [p.name for p in resources.files("powertrain._datasets").iterdir()]
 models = [p.name for p in resources.files("powertrain._reference_models").iterdir()]
 print("datasets", sum(n.endswith(".csv") for n in data))
@@ -65,6 +76,7 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
         cwd=tmp_path,
         env=env,
     ).stdout
+    assert (site / "bin" / "powertrain").exists(), "console script missing"
     n_csv = sum(1 for p in (ROOT / "datasets").glob("*.csv"))
     assert f"datasets {n_csv}" in out
     for folder in (ROOT / "reference_models").iterdir():
