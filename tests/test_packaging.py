@@ -1,6 +1,7 @@
 """A non-editable install must carry the catalog, the corpora and the reference models."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,9 @@ from importlib import resources
 import powertrain as pt
 assert pt.__file__.startswith(sys.argv[1]), pt.__file__
 assert len(pt.get_device("orin-agx").power_modes()) == 18096
-import importlib, pkgutil
-for info in pkgutil.walk_packages(pt.__path__, "powertrain."):
-    if info.name.endswith("__main__"):
-        continue
-    importlib.import_module(info.name)  # every sub-package made it into the wheel
+import importlib
+for name in sys.argv[2].split(","):  # every module of the source tree made it into the wheel
+    assert importlib.import_module(name).__file__.startswith(sys.argv[1]), name
 for name in ("orin-agx/resnet18", "orin-agx/mobilenetv3"):
     ref = pt.Predictor.from_pretrained(name)
     est = ref.predict(pt.get_device("orin-agx").maxn(), batch_size=16)
@@ -32,7 +31,14 @@ print("models", sorted(models))
 
 
 def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
-    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels, site, src = tmp_path / "wheels", tmp_path / "site", tmp_path / "src"
+    # build from a clean copy: an in-tree build/ folder left by an earlier build would
+    # otherwise leak stale files into the wheel and hide a package missing from pyproject
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("powertrain", "datasets", "reference_models"):
+        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
     subprocess.run(
         [
             sys.executable,
@@ -44,7 +50,7 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
             "-q",
             "-w",
             str(wheels),
-            str(ROOT),
+            str(src),
         ],
         check=True,
         capture_output=True,
@@ -68,15 +74,23 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
         cwd=tmp_path,
     )
     env = {**os.environ, "PYTHONPATH": str(site)}
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "powertrain").rglob("*.py")
+        if p.name != "__main__.py"
+    )
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(site)],
+        [sys.executable, "-c", PROBE, str(site), ",".join(modules)],
         check=True,
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env=env,
     ).stdout
-    assert (site / "bin" / "powertrain").exists(), "console script missing"
+    cli = subprocess.run(
+        [str(site / "bin" / "powertrain"), "devices"], capture_output=True, text=True, env=env
+    )
+    assert cli.returncode == 0 and "18,096" in cli.stdout, cli.stderr
     n_csv = sum(1 for p in (ROOT / "datasets").glob("*.csv"))
     assert f"datasets {n_csv}" in out
     for folder in (ROOT / "reference_models").iterdir():
