@@ -212,7 +212,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             **overrides,
         )
         new = copy.copy(self)  # shallow: params and learned arrays, replaced below
-        new.set_params(**overrides)
+        # a transfer (and its k-fold refits) takes well under a second: no progress bars
+        new.set_params(verbose=False, **overrides)
         new._check_params()
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False)
         yt = new._ty(y)

@@ -166,7 +166,6 @@ class Predictor(BaseEstimator):
                 validation_fraction=self.transfer_validation_fraction,
                 dropout=self.transfer_dropout,
             )
-            new.heads_[target].set_params(verbose=False)
         new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
         new.n_samples_ = len(df)
         new.info_ = {
