@@ -8,7 +8,13 @@ from powertrain.cli import main
 def test_demo_writes_report_and_honest_summary(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "-q", "--samples", "30", "--power-cap", "25", "-o", str(out)]) == 0
-    for name in ("report.html", "time_power.png", "estimates.csv", "pareto_front.csv", "samples.csv"):
+    for name in (
+        "report.html",
+        "time_power.png",
+        "estimates.csv",
+        "pareto_front.csv",
+        "samples.csv",
+    ):
         assert (out / name).stat().st_size > 0, name
     est = pd.read_csv(out / "estimates.csv")
     assert len(est) == 18096 and {"time_ms", "power_w", "power_w_std"} <= set(est.columns)
