@@ -9,16 +9,7 @@ from pathlib import Path
 from ..devices import get_device
 from ..errors import SpecError
 from ..specs import device_names
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+from .args import positive_int
 
 
 def _write(df, out: str | None) -> None:
@@ -107,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "device", help="catalog id (see `powertrain devices`) or a device spec JSON file"
     )
     p.add_argument("--which", choices=["all", "grid", "presets", "sample"], default="all")
-    p.add_argument("-n", type=_positive_int, default=50, help="sample size for --which sample")
+    p.add_argument("-n", type=positive_int, default=50, help="sample size for --which sample")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
@@ -121,10 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="profile N random modes of a workload on the digital twin")
     p.add_argument("device", help="catalog id or device spec JSON file")
     p.add_argument("workload", help="catalog workload name or workload spec JSON file")
-    p.add_argument("-n", type=_positive_int, default=50, help="number of random modes to profile")
-    p.add_argument("--batch-size", type=_positive_int, default=16)
+    p.add_argument("-n", type=positive_int, default=50, help="number of random modes to profile")
+    p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument(
-        "--minibatches", type=_positive_int, default=40, help="clean minibatches per mode"
+        "--minibatches", type=positive_int, default=40, help="clean minibatches per mode"
     )
     p.add_argument("--seed", type=int, default=0, help="seeds the twin and the mode draw")
     p.add_argument("--stratified", action="store_true")

@@ -14,16 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import DataError, ModelFileError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+from .args import positive_int
 
 
 def _read_csv(path: str) -> pd.DataFrame:
@@ -117,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "corpus", help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w"
     )
     p.add_argument("-o", "--out", required=True, help="model directory to write")
-    p.add_argument("--epochs", type=_positive_int, default=100)
+    p.add_argument("--epochs", type=positive_int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_fit)
@@ -139,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="mse",
         help="mape helps when the device changes (paper §4.3.4)",
     )
-    p.add_argument("--epochs", type=_positive_int, default=None)
+    p.add_argument("--epochs", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=None)
     p.set_defaults(func=cmd_transfer)
 
@@ -152,7 +143,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-b",
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         nargs="+",
         help="batch size(s); several repeat each mode (default: the CSV's column)",
     )
