@@ -40,3 +40,40 @@ def test_bad_argument_is_argparse_error(capsys):
 def test_missing_output_folder(tmp_path, capsys):
     assert main(["modes", "nano", "-o", str(tmp_path / "no" / "x.csv")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_predict_then_select_under_a_cap(tmp_path, capsys):
+    est = tmp_path / "est.csv"
+    assert (
+        main(
+            [
+                "predict",
+                "-m",
+                "orin-agx/resnet18",
+                "--device",
+                "orin-agx",
+                "-b",
+                "16",
+                "-o",
+                str(est),
+            ]
+        )
+        == 0
+    )
+    front = tmp_path / "front.csv"
+    capsys.readouterr()
+    assert (
+        main(["select", str(est), "--power-cap", "30", "--k-sigma", "1", "--front", str(front)])
+        == 0
+    )
+    best = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out)).iloc[0]
+    assert best["power_w"] + best["power_w_std"] <= 30
+    table = pd.read_csv(est)
+    assert 0 < len(pd.read_csv(front)) < len(table)
+
+
+def test_select_with_no_feasible_mode_exits_1(tmp_path, capsys):
+    est = tmp_path / "est.csv"
+    pd.DataFrame({"time_ms": [10.0, 20.0], "power_w": [40.0, 30.0]}).to_csv(est, index=False)
+    assert main(["select", str(est), "--power-cap", "5"]) == 1
+    assert "no configuration fits under 5 W" in capsys.readouterr().err

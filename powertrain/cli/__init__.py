@@ -12,8 +12,8 @@ import sys
 
 from ..errors import PowerTrainError
 
-#: sub-modules of powertrain.cli that define ``register(subparsers)``
-COMMAND_MODULES = ("data", "model", "profile", "demo")
+#: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order
+COMMAND_MODULES = ("data", "model", "select", "profile", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

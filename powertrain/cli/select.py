@@ -1,0 +1,49 @@
+"""``powertrain select``: the Pareto front and the fastest configuration under a power cap."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import DataError
+from ..optimise import fastest_under, pareto_front
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    path = Path(args.estimates)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        est = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a readable CSV ({e})") from None
+    if args.front:
+        front = pareto_front(est)
+        front.to_csv(args.front, index=False)
+        print(
+            f"wrote the Pareto front ({len(front)} of {len(est)} rows) to {args.front}",
+            file=sys.stderr,
+        )
+    best = fastest_under(
+        est, power_cap_w=args.power_cap, margin_w=args.margin, k_sigma=args.k_sigma
+    )
+    best.to_frame().T.to_csv(sys.stdout, index=False)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "select",
+        help="fastest configuration under a power cap (and the Pareto front) from estimates",
+    )
+    p.add_argument("estimates", help="CSV with time_ms and power_w columns (e.g. from `predict`)")
+    p.add_argument("--power-cap", type=float, required=True, help="watts")
+    p.add_argument("--margin", type=float, default=0.0, help="watts kept below the cap (0)")
+    p.add_argument(
+        "--k-sigma", type=float, default=0.0, help="also keep k x power_w_std below the cap (0)"
+    )
+    p.add_argument("--front", help="also write the time-power Pareto front to this CSV")
+    p.set_defaults(func=cmd_select)
