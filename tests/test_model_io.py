@@ -47,6 +47,8 @@ def test_round_trip_is_bit_identical(model, saved, grid):
     assert loaded.get_params() == model.get_params()
     assert loaded.feature_ranges_ == model.feature_ranges_
     assert loaded.info_["kind"] == "transferred"
+    for head in loaded.heads_.values():  # the residual blend's frozen net and ridge came back
+        assert head.correction_ is not None and 0.0 <= head.correction_["weight"] <= 1.0
     # a loaded model transfers again
     loaded.transfer(synthetic_corpus(grid, "b").sample(10, random_state=2), epochs=3)
 

@@ -50,3 +50,19 @@ def test_transfer_and_std_on_arrays():
     mean, std = new.predict(X, return_std=True)
     assert mean.shape == std.shape == (len(X),) and (std > 0).all()
     assert np.median(np.abs(mean / (1.5 * y) - 1)) < 0.2
+
+
+def test_residual_blend_is_optional_and_recovers_a_scaled_target():
+    X, y = _data()
+    ref = PowerTrainMLP(epochs=30, target_transform="log").fit(X, y)
+    plain = ref.transfer(X[:20], 1.5 * y[:20], epochs=5)
+    assert plain.correction_ is None
+    new = ref.transfer(X[:20], 1.5 * y[:20], epochs=5, residual_blend=True)
+    corr = new.correction_
+    assert 0.0 <= corr["weight"] <= 1.0 and corr["coef"].shape == (X.shape[1] + 2,)
+    # a constant factor is exactly what the frozen net + ridge intercept represents
+    mean = new.predict(X)
+    assert np.median(np.abs(mean / (1.5 * y) - 1)) <= np.median(
+        np.abs(plain.predict(X) / (1.5 * y) - 1)
+    )
+    assert ref.correction_ is None  # the reference is left alone

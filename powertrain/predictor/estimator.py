@@ -142,6 +142,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.y_scale_ = float(yt.std()) or 1.0
         gen = torch.Generator().manual_seed(_seed(self.random_state))
         self.net_ = mlp.MLP(X.shape[1], tuple(self.hidden_layer_sizes), float(self.dropout))
+        self.correction_ = None
         mlp.init_mlp(self.net_, gen)
         # an input that never varied taught the net nothing: start it neutral, so that a
         # later transfer to other values (e.g. another batch size) is not a random shift
@@ -176,6 +177,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         validation_fraction: float | None = None,
         dropout: float | None = None,
         cv_folds: int = 5,
+        residual_blend: bool = False,
     ) -> PowerTrainMLP:
         """A new estimator: this one's hidden layers, a replaced output layer, retrained.
 
@@ -188,6 +190,17 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         ``cv_folds`` extra transfers on k-1 folds measure the out-of-sample error that
         sets the uncertainty's noise term (the training residuals of a fine-tuned net are
         near zero); 0 skips them.
+
+        ``residual_blend`` (needs ``cv_folds`` >= 2) also fits a low-capacity model
+        beside the fine-tuned net: this estimator's network kept frozen plus a ridge
+        correction, linear in the scaled inputs and the frozen prediction, in
+        transformed-target units (ridge strength by closed-form leave-one-out). The two
+        are averaged with weights inversely proportional to their k-fold squared errors
+        (same folds). The fine-tuned net has the capacity to re-shape the response but
+        varies from draw to draw at 10-50 samples; the correction cannot re-shape it but
+        barely varies; their errors are far from perfectly correlated, so the average
+        beats both. The frozen network and 7 coefficients are kept (and saved) with the
+        estimator.
         """
         check_is_fitted(self)
         _check_choice("layers", layers, _LAYERS)
@@ -220,6 +233,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         new.y_mean_ = float(yt.mean())
         new.y_scale_ = float(yt.std()) or 1.0
         new.net_ = copy.deepcopy(self.net_)
+        new.correction_ = None
         if dropout is not None:  # rate while retraining only; the layout (and file) is unchanged
             for m in new.net_.modules():
                 if isinstance(m, torch.nn.Dropout):
@@ -255,7 +269,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             noise_floor=max(
                 # not expected to beat the reference's held-out error, nor its own k-fold one
                 self.noise_var_ * (self.y_scale_ / new.y_scale_) ** 2,
-                self._cv_noise(X, y, new, cv_folds, kwargs) / new.y_scale_**2,
+                self._cv_noise(X, y, new, cv_folds, kwargs, residual_blend) / new.y_scale_**2,
             ),
         )
         for m in new.net_.modules():
@@ -263,19 +277,52 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
                 m.p = float(new.dropout)
         return new
 
-    def _cv_noise(self, X, y, new: PowerTrainMLP, folds: int, kwargs: dict) -> float:
-        """Mean squared k-fold error of this transfer, in transformed-target units."""
+    def _cv_noise(
+        self, X, y, new: PowerTrainMLP, folds: int, kwargs: dict, blend: bool = False
+    ) -> float:
+        """Mean squared k-fold error of this transfer, in transformed-target units.
+
+        With ``blend`` also fits ``new.correction_`` (see :meth:`transfer`) and returns
+        the blend's k-fold error.
+        """
         folds = min(int(folds), len(X) // 2)
         if folds < 2:
             return 0.0
         perm = np.random.default_rng(_seed(new.random_state) + 1).permutation(len(X))
-        sq = []
+        t = new._ty(y)
+        xs = self._scale_x(X).astype(np.float64)
+        feats = np.column_stack([xs, self._net_t(self.net_, xs)])
+        e_nn, e_rx = [], []
         for k in range(folds):
             va = perm[k::folds]
             tr = np.setdiff1d(perm, va)
             m = self.transfer(X[tr], y[tr], cv_folds=0, **kwargs)
-            sq.append((new._ty(y[va]) - new._ty(m.predict(X[va]))) ** 2)
-        return float(np.mean(np.concatenate(sq)))
+            e_nn.append(t[va] - new._ty(m.predict(X[va])))
+            if blend:
+                coef = _ridge_loo(feats[tr], t[tr] - feats[tr, -1])
+                e_rx.append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
+        nn = np.concatenate(e_nn)
+        if not blend:
+            return float(np.mean(nn**2))
+        rx = np.concatenate(e_rx)
+        s_nn, s_rx = float(np.mean(nn**2)), float(np.mean(rx**2))
+        # inverse-error weights; a perfect fit on every fold (s = 0) gets all the weight
+        weight = 1.0 if s_nn <= 0 else (s_rx / (s_nn + s_rx) if s_rx > 0 else 0.0)
+        new.correction_ = {
+            "net": copy.deepcopy(self.net_),
+            "coef": _ridge_loo(feats, t - feats[:, -1]),
+            "ref_y_mean": float(self.y_mean_),
+            "ref_y_scale": float(self.y_scale_),
+            "weight": float(weight),
+        }
+        return float(np.mean((weight * nn + (1 - weight) * rx) ** 2))
+
+    def _net_t(self, net, xs: np.ndarray, y_mean=None, y_scale=None) -> np.ndarray:
+        """``net``'s prediction for scaled inputs, in transformed-target units."""
+        out = mlp.predict(net, xs)[1].numpy().astype(np.float64)
+        return out * (self.y_scale_ if y_scale is None else y_scale) + (
+            self.y_mean_ if y_mean is None else y_mean
+        )
 
     def _train(
         self, X, y, loss, epochs, lr, batch_size, gen, params, desc, noise_floor: float = 0.0
@@ -323,8 +370,17 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
     def _predict_z(self, X, return_std: bool):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        phi, out = mlp.predict(self.net_, self._scale_x(X))
+        xs = self._scale_x(X)
+        phi, out = mlp.predict(self.net_, xs)
         z = out.numpy().astype(np.float64)
+        corr = getattr(self, "correction_", None)
+        if corr is not None:  # blend with the frozen network + ridge correction
+            f_ref = self._net_t(corr["net"], xs, corr["ref_y_mean"], corr["ref_y_scale"])
+            c = corr["coef"]
+            t_rx = f_ref + xs.astype(np.float64) @ c[:-2] + f_ref * c[-2] + c[-1]
+            t_nn = z * self.y_scale_ + self.y_mean_
+            w = corr["weight"]
+            z = (w * t_nn + (1 - w) * t_rx - self.y_mean_) / self.y_scale_
         var = (
             uncertainty.predictive_var(phi, self.head_cov_, self.noise_var_) if return_std else None
         )
@@ -357,6 +413,11 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
         tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
         tensors["head_cov"] = self.head_cov_.clone()
+        corr = getattr(self, "correction_", None)
+        if corr is not None:
+            for k, v in corr["net"].state_dict().items():
+                tensors[f"correction.net.{k}"] = v.detach().clone()
+            tensors["correction.coef"] = torch.as_tensor(corr["coef"], dtype=torch.float64)
         meta = {
             "params": {
                 k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()
@@ -369,6 +430,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             "best_epoch": self.best_epoch_,
             "validation_mape": self.validation_mape_,
         }
+        if corr is not None:
+            meta["correction"] = {k: corr[k] for k in ("ref_y_mean", "ref_y_scale", "weight")}
         return tensors, meta
 
     @classmethod
@@ -391,6 +454,19 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         est.n_features_in_ = n_in
         est.constant_features_ = np.asarray(meta["constant_features"], dtype=bool)
         est.best_epoch_ = int(meta["best_epoch"])
+        est.correction_ = None
+        if meta.get("correction") is not None:
+            corr = {k: float(v) for k, v in meta["correction"].items()}
+            corr["net"] = mlp.MLP(n_in, est.hidden_layer_sizes, float(est.dropout))
+            pre = "correction.net."
+            corr["net"].load_state_dict(
+                {k[len(pre) :]: v for k, v in tensors.items() if k.startswith(pre)}, strict=True
+            )
+            corr["net"].eval()
+            corr["coef"] = tensors["correction.coef"].numpy().astype(np.float64)
+            if corr["coef"].shape != (n_in + 2,):
+                raise ValueError("correction coefficients do not match the inputs")
+            est.correction_ = corr
         vm = meta.get("validation_mape")
         est.validation_mape_ = None if vm is None else float(vm)
         if (
@@ -400,6 +476,31 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         ):
             raise ValueError("tensor shapes do not match the metadata")
         return est
+
+
+def _ridge_loo(F: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Ridge of ``r`` on the columns of ``F`` (standardised; intercept not penalised).
+
+    The strength is the one of 29 (1e-3 .. 1e4) with the lowest closed-form
+    leave-one-out error. Returns coefficients on the raw columns, then the intercept.
+    """
+    mu, sd = F.mean(axis=0), F.std(axis=0)
+    keep = sd > 1e-9 * np.maximum(1.0, np.abs(mu))
+    Fs = (F[:, keep] - mu[keep]) / sd[keep]
+    r_mean = float(r.mean())
+    rc = r - r_mean
+    U, sv, Vt = np.linalg.svd(Fs, full_matrices=False)
+    Ur = U.T @ rc
+    best = (np.inf, 1.0)
+    for lam in np.logspace(-3, 4, 29):
+        d = sv**2 / (sv**2 + lam)
+        lev = (U**2) @ d + 1.0 / len(r)
+        loo = float(np.mean(((rc - U @ (d * Ur)) / np.maximum(1 - lev, 1e-9)) ** 2))
+        if loo < best[0]:
+            best = (loo, lam)
+    w = np.zeros(F.shape[1])
+    w[keep] = (Vt.T @ (sv / (sv**2 + best[1]) * Ur)) / sd[keep]
+    return np.append(w, r_mean - float(mu @ w))
 
 
 def _seed(random_state: int | None) -> int:
