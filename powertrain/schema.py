@@ -90,13 +90,19 @@ def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
     return check_columns(df, cols, source, positive=cols)
 
 
-def read_corpus(path: str | Path) -> pd.DataFrame:
-    """Read and validate a corpus CSV (``.csv`` or ``.csv.gz``); errors name the file."""
+def read_csv(path: str | Path, what: str = "") -> pd.DataFrame:
+    """Read a CSV (``.csv`` or ``.csv.gz``) with an error naming the file (and ``what`` it is
+    for, e.g. an option name), not a pandas traceback. Columns are not checked here."""
+    where = f"{what} {path}" if what else str(path)
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{where}: no such file")
     try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not a readable CSV ({e})") from None
-    return check_samples(df, source=str(path))
+        return pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DataError(f"{where}: not a readable CSV ({e})") from None
+
+
+def read_corpus(path: str | Path) -> pd.DataFrame:
+    """Read and validate a corpus CSV (``.csv`` or ``.csv.gz``); errors name the file."""
+    return check_samples(read_csv(path), source=str(path))

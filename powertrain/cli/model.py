@@ -11,20 +11,9 @@ import sys
 import warnings
 from pathlib import Path
 
-import pandas as pd
-
 from ..errors import DataError, ModelFileError
+from ..schema import read_csv
 from .args import positive_int
-
-
-def _read_csv(path: str) -> pd.DataFrame:
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        return pd.read_csv(p)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not a readable CSV ({e})") from None
 
 
 def _load_model(spec: str):
@@ -49,7 +38,7 @@ def _show_warnings(caught: list) -> None:
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..predictor import Predictor
 
-    corpus = _read_csv(args.corpus)
+    corpus = read_csv(args.corpus)
     model = Predictor(epochs=args.epochs, random_state=args.seed, progress=not args.quiet)
     model.fit(corpus, source=args.corpus)
     model.save(args.out)
@@ -60,7 +49,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_transfer(args: argparse.Namespace) -> int:
     ref = _load_model(args.reference)
-    samples = _read_csv(args.samples)
+    samples = read_csv(args.samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = ref.transfer(
@@ -79,7 +68,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     if args.modes:
-        modes = _read_csv(args.modes)
+        modes = read_csv(args.modes)
     else:
         from ..devices import get_device
 

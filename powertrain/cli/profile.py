@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import DataError, ProfilingError
+from ..schema import read_csv
 
 
 def _int_list(text: str) -> list[int]:
@@ -121,13 +122,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_profile)
 
 
-def _read_modes(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise DataError(f"--modes {path}: not a readable CSV ({e})") from None
-
-
 def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
     """Modes from --modes (count or file), crossed with batch sizes and worker counts."""
     text = args.modes if args.modes is not None else "50"
@@ -138,7 +132,7 @@ def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
             raise DataError(f"--modes {n}: choose 1..{len(pool)} modes")
         modes = device.sample(n, seed=args.seed)
     else:
-        modes = _read_modes(Path(text))
+        modes = read_csv(text, "--modes")
     return _cross(modes, args)
 
 
@@ -216,7 +210,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             sample_period_s=args.sample_period or 0.1,
         ) as backend:
             if args.modes is not None and not args.modes.isdigit():
-                modes = _cross(_read_modes(Path(args.modes)), args)
+                modes = _cross(read_csv(args.modes, "--modes"), args)
             else:
                 modes = backend.modes(
                     args.batch_size or [16], args.threads, args.num_workers or [0]

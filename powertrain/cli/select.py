@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-import pandas as pd
-
-from ..errors import DataError
 from ..optimise import fastest_under, pareto_front
+from ..schema import read_csv
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    path = Path(args.estimates)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        est = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not a readable CSV ({e})") from None
+    est = read_csv(args.estimates)
     if args.front:
         front = pareto_front(est)
         front.to_csv(args.front, index=False)
