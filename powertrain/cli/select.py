@@ -21,7 +21,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     best = fastest_under(
         est, power_cap_w=args.power_cap, margin_w=args.margin, k_sigma=args.k_sigma
     )
-    best.to_frame().T.to_csv(sys.stdout, index=False)
+    best.to_frame().T.astype(est.dtypes.to_dict()).to_csv(sys.stdout, index=False)
     return 0
 
 
