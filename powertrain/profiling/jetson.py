@@ -18,14 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import numpy as np
 import pandas as pd
 
 from ..devices import Device, get_device
 from ..errors import ProfilingError
-from .backend import Backend
 from .power_sensors import PowerSampler, open_sensor
-from .step import TrainingStep, as_step
+from .step import StepBackend, TrainingStep, as_step
 from .sysfs_knobs import SysfsKnobs, Writer, glob_under, write_sysfs
 
 ROOT_HELP = (
@@ -82,7 +80,7 @@ class _Fan:
                 self.write(p, v)
 
 
-class JetsonBackend(Backend):
+class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
     ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
@@ -240,15 +238,6 @@ class JetsonBackend(Backend):
                 f"{e}. The board cannot step frequencies back up without a reboot: reboot, then "
                 "rerun the same command with the same --out; the sweep resumes where it stopped"
             ) from None
-
-    def run_minibatch(self) -> float:
-        return self.step.run()
-
-    def now(self) -> float:
-        return self.clock()
-
-    def power_samples(self, start: float, end: float) -> np.ndarray:
-        return self.sampler.samples(start, end)
 
     def describe(self) -> dict:
         release = self.root / "etc/nv_tegra_release"

@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfilingError
-from .backend import Backend
 from .power_sensors import PowerSampler
-from .step import TrainingStep, as_step
+from .step import StepBackend, TrainingStep, as_step
 
 
 def _import_pynvml() -> Any:
@@ -42,7 +41,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "nvidia-gpu"
 
 
-class NvmlBackend(Backend):
+class NvmlBackend(StepBackend):
     """An NVIDIA GPU running the user's training step; power from NVML.
 
     ``nvml`` replaces the ``pynvml`` module (tests inject a fake). ``proc_root`` is where
@@ -168,15 +167,6 @@ class NvmlBackend(Backend):
         self.step.configure(
             batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
         )
-
-    def run_minibatch(self) -> float:
-        return self.step.run()
-
-    def now(self) -> float:
-        return self.clock()
-
-    def power_samples(self, start: float, end: float) -> np.ndarray:
-        return self.sampler.samples(start, end)
 
     def observed(self, start: float, end: float) -> dict:
         got = self.sampler.extras(start, end) or [self._clocks()]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ProfilingError
+from .backend import Backend
 
 
 def _loss_value(out: Any) -> float | None:
@@ -297,3 +298,25 @@ def _accepts_positional(fn: Callable) -> bool:
     return any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
     )
+
+
+class StepBackend(Backend):
+    """What the hardware backends share: the user's step is the minibatch, the wall clock
+    is the clock, and a background sampler holds the power readings.
+
+    Subclasses set ``self.step`` (a :class:`TrainingStep`), ``self.clock`` and
+    ``self.sampler`` (a started ``PowerSampler``) and implement ``configure``.
+    """
+
+    step: TrainingStep
+    clock: Callable[[], float]
+    sampler: Any
+
+    def run_minibatch(self) -> float:
+        return self.step.run()
+
+    def now(self) -> float:
+        return self.clock()
+
+    def power_samples(self, start: float, end: float):
+        return self.sampler.samples(start, end)
