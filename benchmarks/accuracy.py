@@ -29,7 +29,8 @@ import pandas as pd
 import torch
 
 from powertrain.corpora import corpus_names, load_corpus
-from powertrain.predictor import ExtrapolationWarning, Predictor, mape
+from powertrain.metrics import mape
+from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
 from powertrain.schema import CONFIG_COLUMNS
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 
-def mape(predicted, actual) -> float:
-    """Mean absolute percentage error, in percent."""
-    p = np.asarray(predicted, dtype=float)
-    a = np.asarray(actual, dtype=float)
+def mape(y_true, y_pred) -> float:
+    """Mean absolute percentage error of ``y_pred`` against ``y_true``, in percent
+    (argument order as scikit-learn's ``mean_absolute_percentage_error``)."""
+    a = np.asarray(y_true, dtype=float)
+    p = np.asarray(y_pred, dtype=float)
     if p.shape != a.shape:
         raise ValueError(f"mape: shapes differ {p.shape} vs {a.shape}")
     return float(np.mean(np.abs(p - a) / np.abs(a)) * 100.0)

@@ -57,8 +57,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t_predict = time.perf_counter() - t0
     est.to_csv(out / "estimates.csv", index=False)
     truth = twin.expected(modes, batch_size=args.batch_size)
-    err_t = mape(est["time_ms"], truth["time_ms"])
-    err_p = mape(est["power_w"], truth["power_w"])
+    err_t = mape(truth["time_ms"], est["time_ms"])
+    err_p = mape(truth["power_w"], est["power_w"])
 
     front = pareto_front(est)
     front.to_csv(out / "pareto_front.csv", index=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .checks import MIN_SAMPLES, ExtrapolationWarning
 from .estimator import PowerTrainMLP
 from .model_io import load_pretrained, pretrained_names
-from .predictor import TARGETS, Predictor, mape
+from .predictor import TARGETS, Predictor
 
 __all__ = [
     "MIN_SAMPLES",
@@ -18,6 +18,5 @@ __all__ = [
     "PowerTrainMLP",
     "Predictor",
     "load_pretrained",
-    "mape",
     "pretrained_names",
 ]

@@ -17,9 +17,10 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.utils.validation import check_is_fitted
 
+from ..metrics import mape
 from ..schema import CONFIG_COLUMNS
 from . import checks
-from .predictor import TARGETS, Predictor, mape
+from .predictor import TARGETS, Predictor
 
 
 def nn_from_scratch(samples: pd.DataFrame, **params) -> Predictor:

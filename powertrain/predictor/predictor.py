@@ -16,6 +16,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from . import checks
 from .estimator import PowerTrainMLP
@@ -255,12 +256,6 @@ class Predictor(BaseEstimator):
         from .model_io import load_pretrained
 
         return load_pretrained(name)
-
-
-def mape(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Mean absolute percentage error, in %."""
-    y_true = np.asarray(y_true, dtype=float)
-    return float(np.mean(np.abs(np.asarray(y_pred, dtype=float) - y_true) / np.abs(y_true)) * 100)
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
