@@ -16,13 +16,23 @@ from .errors import (
     SpecError,
 )
 from .optimise import fastest_under, pareto_front
-from .predictor import Predictor
 from .profiling.sweep import profile
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
 from .workloads import get_workload
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # torch and scikit-learn take seconds to import; load them when a Predictor is asked
+    # for, so `powertrain devices` and the profiler on a bare board start at once
+    if name == "Predictor":
+        from .predictor import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'powertrain' has no attribute {name!r}")
+
 
 __all__ = [
     "DataError",
