@@ -11,8 +11,9 @@ Also the reference-choice matrix of Fig. 6 (ResNet, MobileNet, YOLO x the same t
     python benchmarks/accuracy.py --quick    # 3 targets, 3 draws, 20 and 50 modes
     python benchmarks/accuracy.py --json out.json
 
-Writes benchmarks/results/accuracy.csv, accuracy_targets.csv, accuracy_matrix.csv and
-accuracy.png (like the paper's Fig. 7/8); the printed tables say which targets are met.
+Writes files only where told: ``--out DIR`` gets accuracy.csv, accuracy_targets.csv,
+accuracy_matrix.csv and accuracy.png (like the paper's Fig. 7/8), ``--json PATH`` the
+figures as JSON; the printed tables say which targets are met.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
 from powertrain.schema import CONFIG_COLUMNS
 
-RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE = "orin-agx_resnet18_bs16"
 TARGETS = [
     "orin-agx_mobilenetv3_bs16",
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-matrix", action="store_true", help="skip the Fig. 6 reference matrix")
     ap.add_argument("--json", help="also write the figures as JSON here")
-    ap.add_argument("--out", default=str(RESULTS), help="results folder")
+    ap.add_argument("--out", help="write CSV tables and the PNG plot into this folder")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -453,14 +453,15 @@ def main(argv: list[str] | None = None) -> int:
         matrix = reference_matrix(refs, mats, mfloors, draws, bar)
         bar.close()
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    summary.to_csv(out / f"accuracy{suffix}.csv", index=False, float_format="%.3f")
-    checks.to_csv(out / f"accuracy_targets{suffix}.csv", index=False, float_format="%.3f")
-    if len(matrix):
-        matrix.to_csv(out / "accuracy_matrix.csv", index=False, float_format="%.3f")
-    plot(summary, floors, out / f"accuracy{suffix}.png")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        suffix = "_quick" if args.quick else ""
+        summary.to_csv(out / f"accuracy{suffix}.csv", index=False, float_format="%.3f")
+        checks.to_csv(out / f"accuracy_targets{suffix}.csv", index=False, float_format="%.3f")
+        if len(matrix):
+            matrix.to_csv(out / "accuracy_matrix.csv", index=False, float_format="%.3f")
+        plot(summary, floors, out / f"accuracy{suffix}.png")
     print_tables(summary, floors, checks, matrix)
     pt_secs = raw_df[(raw_df.method == "PT")].seconds
     print(

@@ -9,7 +9,9 @@ a reference measured in the same run on the same rows:
 - transfer: the same number of full-batch Adam steps, bare torch;
 - prediction: a raw ``nn.Sequential`` forward pass of the same two MLPs on the same rows.
 
-    python benchmarks/speed.py [--quick] [--json PATH] [--threads 2]
+    python benchmarks/speed.py [--quick] [--json PATH] [--out DIR] [--threads 2]
+
+Writes files only where told: ``--json PATH`` (the figures), ``--out DIR`` (speed.csv).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from powertrain.corpora import load_corpus
 from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.schema import CONFIG_COLUMNS
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BATCH_SIZES = (4, 8, 16, 32, 64, 128)
 TARGETS_S = {"reference training": 60.0, "transfer (both heads)": 3.0, "predict 108,576": 0.5}
 
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repeats, 10-epoch training")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (target: 2 cores)")
     ap.add_argument("--json", help="also write the figures as JSON here")
+    ap.add_argument("--out", help="write speed.csv into this folder")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     repeats = 2 if args.quick else 5
@@ -169,21 +171,22 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.quick:
         print("(--quick: training measured over 10 epochs and scaled to 100)")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "speed_quick" if args.quick else "speed"
     payload = {
         "threads": args.threads,
         "repeats": repeats,
         "rows": out,
         "machine": {"cpus": torch.get_num_threads(), "torch": torch.__version__},
     }
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=1))
-    import csv
+    if args.out:
+        import csv
 
-    with open(RESULTS / f"{name}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(out[0]))
-        w.writeheader()
-        w.writerows(out)
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = "speed_quick" if args.quick else "speed"
+        with open(folder / f"{name}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(out[0]))
+            w.writeheader()
+            w.writerows(out)
     if args.json:
         Path(args.json).write_text(json.dumps(payload, indent=1))
     return 0
