@@ -42,16 +42,23 @@ def fastest_under(
     ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Raises
     :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
     """
-    if not np.isfinite(power_cap_w) or power_cap_w <= 0:
-        raise DataError(f"power_cap_w must be a positive number of watts, got {power_cap_w!r}")
-    if margin_w < 0 or k_sigma < 0:
-        raise DataError("margin_w and k_sigma must be >= 0")
-    df = check_columns(est, [time, power], source="fastest_under", positive=[time, power])
+    power_cap_w = _watts("power_cap_w", power_cap_w, positive=True)
+    margin_w = _watts("margin_w", margin_w)
+    k_sigma = _watts("k_sigma", k_sigma)
+    cols = [time, power] + (["power_w_std"] if k_sigma > 0 else [])
+    if k_sigma > 0 and "power_w_std" not in est.columns:
+        raise DataError("k_sigma > 0 needs a 'power_w_std' column (predict with a Predictor)")
+    df = check_columns(est, cols, source="fastest_under", positive=[time, power])
     guard = df[power] + margin_w
     if k_sigma > 0:
-        if "power_w_std" not in df.columns:
-            raise DataError("k_sigma > 0 needs a 'power_w_std' column (predict with a Predictor)")
-        guard = guard + k_sigma * df["power_w_std"].astype(float)
+        std = df["power_w_std"]
+        if (std < 0).any():
+            i = int(np.flatnonzero((std < 0).to_numpy())[0])
+            raise DataError(
+                f"fastest_under: row {i + 1}, column 'power_w_std': {std.iloc[i]!r} is "
+                "negative; a spread must be >= 0"
+            )
+        guard = guard + k_sigma * std
     feasible = guard <= power_cap_w
     if not feasible.any():
         raise NoFeasibleModeError(
@@ -61,4 +68,18 @@ def fastest_under(
         )
     candidates = np.flatnonzero(feasible.to_numpy())
     best = candidates[np.argmin(df[time].to_numpy()[candidates])]
+    # belt and braces: whatever happened above, never hand back a row over the cap
+    if not float(guard.iloc[best]) <= power_cap_w:
+        raise AssertionError(f"fastest_under picked row {best + 1} above the {power_cap_w} W cap")
     return est.iloc[best]
+
+
+def _watts(name: str, value: object, positive: bool = False) -> float:
+    """A finite real number (>= 0, or > 0 when ``positive``), else an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise DataError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (positive and v == 0):
+        need = "> 0" if positive else ">= 0"
+        raise DataError(f"{name} must be a finite number {need}, got {value!r}")
+    return v

@@ -54,3 +54,40 @@ def test_bad_arguments():
         pt.fastest_under(_est(), 30, k_sigma=1)
     with pytest.raises(DataError, match="missing column"):
         pt.pareto_front(_est().drop(columns="time_ms"))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"power_cap_w": "30"}, "power_cap_w must be a number"),
+        ({"power_cap_w": float("nan")}, "power_cap_w must be a finite"),
+        ({"power_cap_w": 0}, "power_cap_w must be a finite number > 0"),
+        ({"power_cap_w": 30, "k_sigma": float("nan")}, "k_sigma"),
+        ({"power_cap_w": 30, "margin_w": float("nan")}, "margin_w"),
+        ({"power_cap_w": 30, "margin_w": -1}, "margin_w"),
+        ({"power_cap_w": 30, "k_sigma": True}, "k_sigma"),
+    ],
+)
+def test_bad_numbers_reaching_a_decision_are_refused(kwargs, match):
+    est = _est().assign(power_w_std=1.0)
+    with pytest.raises(DataError, match=match):
+        pt.fastest_under(est, **kwargs)
+
+
+def test_a_negative_or_missing_spread_cannot_buy_a_pick_over_the_cap():
+    est = _est().assign(power_w_std=0.5)
+    hot = int(est.power_w.idxmax())
+    est.loc[hot, "power_w_std"] = -100.0  # would pull a 60 W row under a 30 W cap
+    with pytest.raises(DataError, match=r"row \d+, column 'power_w_std'.*negative"):
+        pt.fastest_under(est, power_cap_w=30, k_sigma=1)
+    est.loc[hot, "power_w_std"] = float("nan")
+    with pytest.raises(DataError, match="power_w_std"):
+        pt.fastest_under(est, power_cap_w=30, k_sigma=1)
+
+
+def test_the_guarded_pick_is_under_the_cap_for_every_margin():
+    est = _est().assign(power_w_std=np.random.default_rng(1).uniform(0, 3, 500))
+    for k in (0, 1, 2):
+        for m in (0, 0.5, 2):
+            best = pt.fastest_under(est, power_cap_w=30, margin_w=m, k_sigma=k)
+            assert best.power_w + m + k * best.power_w_std <= 30
