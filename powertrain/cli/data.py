@@ -61,24 +61,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     twin = Twin(args.device, args.workload, seed=args.seed)
     dev = get_device(args.device)
     modes = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
-    if args.out in (None, "-"):
-        df = profile(
-            twin,
-            modes,
-            batch_size=args.batch_size,
-            n_minibatches=args.minibatches,
-            progress=not args.quiet,
-        )
+    to_stdout = args.out in (None, "-")
+    df = profile(
+        twin,
+        modes,
+        batch_size=args.batch_size,
+        n_minibatches=args.minibatches,
+        out=None if to_stdout else args.out,
+        progress=not args.quiet,
+    )
+    if to_stdout:
         df.to_csv(sys.stdout, index=False)
     else:
-        df = profile(
-            twin,
-            modes,
-            batch_size=args.batch_size,
-            n_minibatches=args.minibatches,
-            out=args.out,
-            progress=not args.quiet,
-        )
         hours = df["profile_s"].sum() / 3600
         print(
             f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",

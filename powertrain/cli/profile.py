@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import DataError, ProfilingError
+from ..errors import DataError
 from ..schema import read_csv
 
 
@@ -161,66 +161,54 @@ def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame
     )
 
 
+def _backend_options(args: argparse.Namespace) -> dict:
+    """Constructor options of the chosen backend, from the command line."""
+    if args.backend == "jetson":
+        return {
+            "root": args.sysfs_root,
+            "sensor": args.sensor,
+            "sample_period_s": args.sample_period or 1.0,
+            "fan": not args.no_fan,
+            "emc": args.emc,
+            "gpu_devfreq": args.gpu_devfreq,
+        }
+    if args.backend == "nvml":
+        return {"gpu_index": args.gpu, "sample_period_s": args.sample_period or 0.1}
+    return {}
+
+
+def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
+    """NVML sets no clocks: by default every (batch size, threads, workers) combination."""
+    if args.modes is not None and not args.modes.isdigit():
+        return _cross(read_csv(args.modes, "--modes"), args)
+    modes = backend.modes(args.batch_size or [16], args.threads, args.num_workers or [0])
+    if args.modes is not None:
+        k = int(args.modes)
+        if not 0 < k <= len(modes):
+            raise DataError(f"--modes {k}: choose 1..{len(modes)} configurations")
+        modes = modes.sample(k, random_state=args.seed)
+    return modes
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     if args.minibatches < 1:
         raise DataError("--minibatches must be >= 1")
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
-    from ..devices import get_device
-    from ..profiling.step import load_step
+    from ..backends import get_backend
 
-    if args.backend == "twin":
-        if not args.device:
-            raise DataError("--device is required with --backend twin")
-        try:
-            from ..twin import Twin
-
-            backend = Twin(args.device, args.workload, seed=args.seed)
-        except NotImplementedError as e:
-            raise ProfilingError(
-                f"the digital twin is not available in this version ({e})"
-            ) from None
-        with backend:
-            df = _run(backend, _modes(args, get_device(args.device)), args)
-    elif args.backend == "jetson":
-        from ..profiling.jetson import JetsonBackend
-
-        if not args.device:
-            raise DataError("--device is required with --backend jetson (e.g. orin-agx)")
-        step = load_step(args.workload, **_step_options(args))
-        with JetsonBackend(
-            args.device,
-            step,
-            root=args.sysfs_root,
-            sensor=args.sensor,
-            sample_period_s=args.sample_period or 1.0,
-            fan=not args.no_fan,
-            emc=args.emc,
-            gpu_devfreq=args.gpu_devfreq,
-        ) as backend:
-            df = _run(backend, _modes(args, backend.device), args)
-    else:
-        from ..profiling.nvml import NvmlBackend
-
-        step = load_step(args.workload, **_step_options(args))
-        with NvmlBackend(
-            step,
-            gpu_index=args.gpu,
-            device_name=args.device,
-            sample_period_s=args.sample_period or 0.1,
-        ) as backend:
-            if args.modes is not None and not args.modes.isdigit():
-                modes = _cross(read_csv(args.modes, "--modes"), args)
-            else:
-                modes = backend.modes(
-                    args.batch_size or [16], args.threads, args.num_workers or [0]
-                )
-                if args.modes is not None:
-                    k = int(args.modes)
-                    if not 0 < k <= len(modes):
-                        raise DataError(f"--modes {k}: choose 1..{len(modes)} configurations")
-                    modes = modes.sample(k, random_state=args.seed)
-            df = _run(backend, modes, args)
+    with get_backend(
+        args.backend,
+        args.device,
+        args.workload,
+        seed=args.seed,
+        step_options=_step_options(args),
+        **_backend_options(args),
+    ) as backend:
+        modes = (
+            _nvml_modes(backend, args) if args.backend == "nvml" else _modes(args, backend.device)
+        )
+        df = _run(backend, modes, args)
     if args.out is None:
         df.to_csv(sys.stdout, index=False)
     else:

@@ -1,8 +1,9 @@
 """``Twin``: a simulated Jetson running one training workload, driven like a real board.
 
 Why: we have no Jetson, so the profiler, the corpora and every accuracy figure run on
-this. It implements the same :class:`~powertrain.profiling.backend.Backend` interface
-as the hardware backends, on a simulated clock, with the measurement effects the
+this. It offers what a board offers (set a mode, run a minibatch, read the power
+sensor) on a simulated clock -- :class:`powertrain.backends.TwinBackend` adapts it to the
+profiler -- with the measurement effects the
 PowerTrain paper reports (§2.5): a slow first minibatch after a mode change, power
 that takes 2-3 s to settle, a 1 Hz power sensor, small minibatch-to-minibatch jitter.
 ``expected`` gives what such a board measures on average in each configuration
@@ -20,7 +21,6 @@ import pandas as pd
 
 from ..devices import Device, get_device
 from ..errors import ModeError, ProfilingError
-from ..profiling.backend import Backend
 from ..schema import MODE_COLUMNS
 from ..specs import SpecLike, WorkloadSpec
 from ..workloads import get_workload
@@ -28,7 +28,7 @@ from . import deviations, physics
 from .params import device_params, workload_params
 
 
-class Twin(Backend):
+class Twin:
     """A digital twin of ``device`` training ``workload``.
 
     Parameters
@@ -63,6 +63,12 @@ class Twin(Backend):
         self._tables = {c: np.asarray(getattr(self.device.spec, c)) for c in MODE_COLUMNS[1:]}
         self._phase = (self._seeds["sensor"] % 1000) / 1000.0  # sensor clock offset, s
         self._reset_state()
+
+    def __enter__(self) -> Twin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Nothing to restore on a simulated board."""
 
     def __repr__(self) -> str:
         return f"Twin({self.device_name!r}, {self.workload_name!r}, seed={self.seed})"
@@ -253,7 +259,7 @@ class Twin(Backend):
         self._t += self.dev["measurement.reset_s"]
 
     def describe(self) -> dict:
-        from .. import __version__
+        from .._version import __version__
 
         return {
             "backend": "Twin",

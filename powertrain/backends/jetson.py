@@ -22,9 +22,11 @@ import pandas as pd
 
 from ..devices import Device, get_device
 from ..errors import ProfilingError
-from .power_sensors import PowerSampler, open_sensor
-from .step import StepBackend, TrainingStep, as_step
-from .sysfs_knobs import SysfsKnobs, Writer, glob_under, write_sysfs
+from ..profiling.power_sensors import PowerSampler, open_sensor
+from ..profiling.step import TrainingStep
+from ..profiling.step_loader import as_step
+from ..profiling.sysfs_knobs import SysfsKnobs, Writer, glob_under, write_sysfs
+from .step import StepBackend
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
@@ -84,7 +86,8 @@ class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
     ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
-    ``step(batch_size)``, or a workload name (see :func:`~powertrain.profiling.step.load_step`).
+    ``step(batch_size)``, or a workload name (see
+    :func:`~powertrain.profiling.step_loader.load_step`).
     ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
     Use it as a context manager (or call :meth:`close`) so the board is restored.
     ``self.device`` is the board's own power-mode space (its tables may differ from the
