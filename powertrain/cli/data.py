@@ -57,6 +57,7 @@ def cmd_modes(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from ..profiling.sweep import profile
     from ..twin import Twin
+    from .profile import progress_flag
 
     twin = Twin(args.device, args.workload, seed=args.seed)
     dev = get_device(args.device)
@@ -68,7 +69,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         n_minibatches=args.minibatches,
         out=None if to_stdout else args.out,
-        progress=not args.quiet,
+        progress=progress_flag(args),
+        header={
+            "seed": args.seed,
+            "n": args.n,
+            "batch_size": args.batch_size,
+            "stratified": args.stratified,
+        },
     )
     if to_stdout:
         df.to_csv(sys.stdout, index=False)
@@ -115,4 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stratified", action="store_true")
     p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress", action="store_true", help="progress bar even when stderr is not a terminal"
+    )
     p.set_defaults(func=cmd_simulate)

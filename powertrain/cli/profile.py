@@ -77,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="random seed for the mode sample and the twin"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar even when stderr is not a terminal (default: only on one)",
+    )
     hw = p.add_argument_group("jetson / nvml")
     hw.add_argument(
         "--num-workers",
@@ -156,9 +161,25 @@ def _step_options(args: argparse.Namespace) -> dict:
 def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     from ..profiling.sweep import profile
 
+    header = {
+        "seed": args.seed,
+        "batch_sizes": args.batch_size,
+        "num_workers": args.num_workers,
+        "modes": args.modes,
+    }
     return profile(
-        backend, modes, n_minibatches=args.minibatches, out=args.out, progress=not args.quiet
+        backend,
+        modes,
+        n_minibatches=args.minibatches,
+        out=args.out,
+        progress=progress_flag(args),
+        header=header,
     )
+
+
+def progress_flag(args: argparse.Namespace) -> bool | None:
+    """--quiet: no bar; --progress: a bar; neither: a bar only on a terminal."""
+    return False if args.quiet else (True if args.progress else None)
 
 
 def _backend_options(args: argparse.Namespace) -> dict:
