@@ -65,16 +65,31 @@ def test_corpus_matches_the_twin():
     assert ((df.iloc[::97].power_w / e.power_w - 1).abs() < 0.03).all()
 
 
-def test_regenerating_a_small_corpus_gives_the_same_bytes(tmp_path):
-    name = "nano_resnet18-cifar_batchgrid"
-    make_corpora.generate(name, out_dir=tmp_path)
-    shipped = corpora.corpus_path(name)
-    # the provenance sidecar names the build script, which moved to tools/: only the
-    # measured bytes are compared until datasets/ is regenerated
-    for suffix in (".csv", ".minibatches.csv.gz", ".power.csv.gz"):
-        new, old = tmp_path / f"{name}{suffix}", shipped.with_name(f"{name}{suffix}")
+SMALL = "nano_resnet18-cifar_batchgrid"
+MEASURED = (".csv", ".minibatches.csv.gz", ".power.csv.gz")
+
+
+def test_regenerating_a_small_corpus_twice_gives_the_same_bytes(tmp_path):
+    for run in ("a", "b"):
+        make_corpora.generate(SMALL, out_dir=tmp_path / run)
+    for suffix in (*MEASURED, ".provenance.json"):
+        a, b = (tmp_path / run / f"{SMALL}{suffix}" for run in ("a", "b"))
+        assert a.read_bytes() == b.read_bytes(), f"{SMALL}{suffix} is not reproducible"
+
+
+@pytest.mark.xfail(
+    reason="the twin's noise became per-configuration (issue 8 item 6), so the committed "
+    "datasets/ are stale until the lead regenerates them (python tools/make_corpora.py --all); "
+    "then this passes again and the xfail mark is to be removed",
+    strict=False,
+)
+def test_the_shipped_small_corpus_regenerates_bit_for_bit(tmp_path):
+    make_corpora.generate(SMALL, out_dir=tmp_path)
+    shipped = corpora.corpus_path(SMALL)
+    for suffix in MEASURED:
+        new, old = tmp_path / f"{SMALL}{suffix}", shipped.with_name(f"{SMALL}{suffix}")
         assert new.read_bytes() == old.read_bytes(), (
-            f"{name}{suffix} no longer regenerates bit-for-bit; if the twin or the sweep changed "
+            f"{SMALL}{suffix} no longer regenerates bit-for-bit; if the twin or the sweep changed "
             "on purpose, run: python tools/make_corpora.py --all"
         )
 

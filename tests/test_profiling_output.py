@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -185,3 +188,40 @@ def test_twin_is_profiled_through_the_adapter():
         progress=False,
     )
     assert len(df) == 2 and (df.device == "orin-nano").all()
+
+
+def test_twin_sweep_killed_and_resumed_is_bit_identical(tmp_path):
+    from sweep_child import SlowTwin, twin_modes
+
+    def sweep(out, backend):
+        return profile(
+            backend, twin_modes(), batch_size=16, n_minibatches=10, out=out, progress=False
+        )
+
+    whole = tmp_path / "whole.csv"
+    sweep(whole, SlowTwin(pt.Twin("orin-nano", "resnet18", seed=7)))
+    out = tmp_path / "killed.csv"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, str(HERE / "sweep_child.py"), str(out), "twin"], env=env
+    )
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if out.exists() and out.read_text().count("\n") >= 4:  # header + 3 rows
+                break
+            if child.poll() is not None:
+                pytest.fail("the sweep finished before it could be killed")
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert 3 <= len(pd.read_csv(out)) < 16
+    # resumed in a fresh twin, as a new process would
+    sweep(out, SlowTwin(pt.Twin("orin-nano", "resnet18", seed=7)))
+    assert out.read_bytes() == whole.read_bytes()
