@@ -70,12 +70,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         n_minibatches=args.minibatches,
         out=None if to_stdout else args.out,
         progress=progress_flag(args),
-        header={
-            "seed": args.seed,
-            "n": args.n,
-            "batch_size": args.batch_size,
-            "stratified": args.stratified,
-        },
+        header={"seed": args.seed},  # batch size is a configuration column: may be extended
     )
     if to_stdout:
         df.to_csv(sys.stdout, index=False)

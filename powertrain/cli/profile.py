@@ -115,6 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpu-devfreq", default=None, help="GPU devfreq folder, if not found automatically"
     )
     j.add_argument("--no-fan", action="store_true", help="leave the fan alone")
+    j.add_argument(
+        "--allow-unlisted-emc",
+        action="store_true",
+        help="write memory clocks taken from the catalog when the board lists no EMC rates",
+    )
     j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
     n = p.add_argument_group("nvml")
     n.add_argument("--gpu", type=int, default=0, help="NVML GPU index (default 0)")
@@ -161,12 +166,9 @@ def _step_options(args: argparse.Namespace) -> dict:
 def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     from ..profiling.sweep import profile
 
-    header = {
-        "seed": args.seed,
-        "batch_sizes": args.batch_size,
-        "num_workers": args.num_workers,
-        "modes": args.modes,
-    }
+    # the seed draws the modes (and seeds the twin); batch sizes and worker counts are
+    # configuration columns, so a resumed run may add new ones to the same output
+    header = {"seed": args.seed}
     return profile(
         backend,
         modes,
@@ -192,6 +194,7 @@ def _backend_options(args: argparse.Namespace) -> dict:
             "fan": not args.no_fan,
             "emc": args.emc,
             "gpu_devfreq": args.gpu_devfreq,
+            "allow_unlisted_emc": args.allow_unlisted_emc,
         }
     if args.backend == "nvml":
         return {"gpu_index": args.gpu, "sample_period_s": args.sample_period or 0.1}
