@@ -5,6 +5,7 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
+from ._version import __version__
 from .devices import Device, get_device
 from .errors import (
     DataError,
@@ -20,8 +21,6 @@ from .profiling.sweep import profile
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
 from .workloads import get_workload
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

@@ -33,6 +33,7 @@ ORIN_JP6_GPU_HZ = [
 
 GPU_DIR = "sys/devices/17000000.ga10b/devfreq/17000000.ga10b"
 EMC_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
+EMC_TABLE_DIR = "sys/kernel/debug/bpmp/debug/emc/tables/regular"
 CPU_DIR = "sys/devices/system/cpu"
 FAN = "sys/devices/platform/pwm-fan/hwmon/hwmon7/pwm1"
 
@@ -135,11 +136,13 @@ def make_orin(
     emc: str = "bpmp",
     fan: bool = True,
     missing: tuple[str, ...] = (),
+    emc_table: bool = True,
 ) -> FakeBoard:
     """An AGX Orin devkit tree in a 30 W-like state: 8 cores online, CPU <= 1728 MHz,
     GPU <= 522.75 MHz, EMC at 3199 MHz unlocked. ``gpu_hz`` replaces the GPU table (a
     board that differs from the catalog); ``emc`` is "bpmp", "cap" or "none";
-    ``missing`` lists relative paths to delete (an older/newer JetPack)."""
+    ``missing`` lists relative paths to delete (an older/newer JetPack); ``emc_table``:
+    whether the board lists its EMC rates."""
     spec = get_device("orin-agx").spec
     cpu_khz = [round(f * 1000) for f in spec.cpu_mhz]
     gpu_hz = gpu_hz or [round(f * 1e6) for f in spec.gpu_mhz]
@@ -171,6 +174,9 @@ def make_orin(
         _w(e / "rate", 3199000000)
         _w(e / "mrq_rate_locked", 0)
         _w(e / "state", 0)
+        if emc_table:  # the board lists its EMC rates (one folder per rate, in kHz)
+            for hz in emc_hz:
+                (root / EMC_TABLE_DIR / str(hz // 1000)).mkdir(parents=True, exist_ok=True)
     elif emc == "cap":
         _w(root / "sys/kernel/nvpmodel_emc_cap/emc_iso_cap", 3199000000)
     labels = {

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
+from powertrain.backends import Backend
 from powertrain.errors import ProfilingError
-from powertrain.profiling.backend import Backend
 
 
 class SimBoard(Backend):

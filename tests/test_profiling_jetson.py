@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from fake_sysfs import EMC_DIR, FAN, GPU_DIR, ORIN_JP6_GPU_HZ, make_nano_iio, make_orin
 
+from powertrain.backends import jetson
+from powertrain.backends.jetson import JetsonBackend
 from powertrain.cli import main
 from powertrain.devices import get_device
 from powertrain.errors import ProfilingError
-from powertrain.profiling import jetson
-from powertrain.profiling.jetson import JetsonBackend
 from powertrain.profiling.power_sensors import HwmonSensor, JtopSensor, open_sensor, total_rails
 from powertrain.profiling.sweep import profile
 from powertrain.profiling.sysfs_knobs import BoardTableWarning, SysfsKnobs
@@ -75,9 +75,13 @@ def test_apply_sets_and_reads_back_every_knob(tmp_path):
 
 
 def test_emc_through_nvpmodel_cap(tmp_path):
-    board = make_orin(tmp_path, emc="cap")
+    board = make_orin(tmp_path, emc="cap")  # this board lists no EMC rates
     knobs = SysfsKnobs(ORIN, board.root, board.kernel)
     assert knobs.emc.method == "cap"
+    with pytest.raises(ProfilingError, match="comes from the catalog.*--allow-unlisted-emc"):
+        knobs.apply(4, 729.6, 318.75, 2133.0)
+    assert board.read("sys/kernel/nvpmodel_emc_cap/emc_iso_cap") == "3199000000"
+    knobs = SysfsKnobs(ORIN, board.root, board.kernel, allow_unlisted_emc=True)
     knobs.apply(4, 729.6, 318.75, 2133.0)
     assert board.read("sys/kernel/nvpmodel_emc_cap/emc_iso_cap") == "2133000000"
 

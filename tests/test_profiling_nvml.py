@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
+from powertrain.backends.nvml import NvmlBackend, slug
 from powertrain.cli import main
 from powertrain.errors import ProfilingError
-from powertrain.profiling.nvml import NvmlBackend, slug
 from powertrain.profiling.sweep import profile
 
 

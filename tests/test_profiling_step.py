@@ -10,7 +10,9 @@ import torch
 
 from powertrain.cli import main
 from powertrain.errors import ProfilingError
-from powertrain.profiling.step import TrainingStep, as_step, from_model, load_step
+from powertrain.profiling.model_step import from_model
+from powertrain.profiling.step import TrainingStep
+from powertrain.profiling.step_loader import as_step, load_step
 from powertrain.profiling.torch_workloads import SyntheticImages, make_step, mobilenetv3, resnet18
 
 
@@ -96,7 +98,6 @@ def test_load_step_names(tmp_path, monkeypatch):
 
 
 def test_cli_profile_twin(tmp_path):
-    pytest.importorskip("powertrain.twin.board")
     out = tmp_path / "t.csv"
     argv = [
         "profile",

@@ -119,12 +119,12 @@ def test_killed_between_raw_logs_and_summary_row(tmp_path, monkeypatch):
     real = sweep._append_csv
     calls = {"n": 0}
 
-    def dying_append(df, path, fsync=True):
+    def dying_append(df, path, fsync=True, out_path=None):
         if Path(path) == out:
             calls["n"] += 1
             if calls["n"] == 3:  # raw logs of the 3rd configuration are on disk, its row is not
                 raise KeyboardInterrupt
-        real(df, path, fsync)
+        real(df, path, fsync, out_path)
 
     monkeypatch.setattr(sweep, "_append_csv", dying_append)
     with pytest.raises(KeyboardInterrupt):

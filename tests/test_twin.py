@@ -38,8 +38,12 @@ BASES = [
 def test_physics_time_falls_and_power_rises_with_each_clock(workload, base):
     tw = pt.Twin("orin-agx", workload)
     s = ORIN.spec
-    for axis, table in (("gpu_mhz", s.gpu_mhz), ("cpu_mhz", s.cpu_mhz), ("mem_mhz", s.mem_mhz),
-                        ("cores", range(1, s.cores + 1))):
+    for axis, table in (
+        ("gpu_mhz", s.gpu_mhz),
+        ("cpu_mhz", s.cpu_mhz),
+        ("mem_mhz", s.mem_mhz),
+        ("cores", range(1, s.cores + 1)),
+    ):
         p = tw.physics(_sweep(axis, table, base), 16)
         assert (np.diff(p.time_ms) <= 1e-9).all(), f"time rises with {axis}"
         if axis != "mem_mhz":  # faster memory can idle the GPU more: no monotone claim
@@ -143,11 +147,13 @@ def test_warmup_and_power_settling_seen_by_the_profiler():
     t_mode = tw.now()
     times = [tw.run_minibatch() for _ in range(60)]
     assert times[0] > 5 * np.median(times[1:])  # slow first minibatch after a mode change
-    assert np.std(np.log(times[1:])) < 0.1  # then small jitter
+    logs = np.log(times[1:])
+    assert np.median(np.abs(logs - np.median(logs))) < 0.05  # then small jitter (rare spikes)
     p = tw.power_samples(t_mode - 1.0, tw.now())
     assert len(p) >= 3 and np.all(np.diff(p[:, 0]) == pytest.approx(1.0))  # 1 Hz sensor
     target = float(tw.expected(pd.DataFrame([cfg]))["power_w"].iloc[0])
-    first, last = p[p[:, 0] >= t_mode][0, 1], p[-1, 1]
+    switched = t_mode - tw.dev["measurement.switch_s"]  # when the change began
+    first, last = p[p[:, 0] >= switched][0, 1], p[-1, 1]
     assert abs(first / target - 1) > 0.05  # still moving right after the change
     assert abs(last / target - 1) < 0.03  # settled within a few seconds
     # repeated queries return the same readings
@@ -203,18 +209,30 @@ def test_unknown_names_and_malformed_specs(tmp_path):
 
 def test_user_written_device_and_workload_need_no_code(tmp_path):
     dev = {
-        "name": "my-board", "cores": 4, "cpu_mhz": [500, 1000, 1500], "gpu_mhz": [300, 600, 900],
+        "name": "my-board",
+        "cores": 4,
+        "cpu_mhz": [500, 1000, 1500],
+        "gpu_mhz": [300, 600, 900],
         "mem_mhz": [800, 1600],
         "twin": {
-            "gpu": {"gflops_per_mhz": 0.5, "parallel_width": 2, "v_min": 0.7, "knee_mhz": 400,
-                    "dyn_w": 6},
+            "gpu": {
+                "gflops_per_mhz": 0.5,
+                "parallel_width": 2,
+                "v_min": 0.7,
+                "knee_mhz": 400,
+                "dyn_w": 6,
+            },
             "mem": {"gbps_per_mhz": 0.02, "dyn_w": 1.5},
             "cpu": {"v_min": 0.7, "knee_mhz": 800, "dyn_w_per_core": 0.5},
             "static_w": 2.0,
         },
     }
-    wl = {"name": "tiny-cnn", "num_workers": 2, "dataset_samples": 1000,
-          "params": {"gflop_per_sample": 0.3, "mem_mb_per_sample": 5, "load_ms_per_sample": 0.5}}
+    wl = {
+        "name": "tiny-cnn",
+        "num_workers": 2,
+        "dataset_samples": 1000,
+        "params": {"gflop_per_sample": 0.3, "mem_mb_per_sample": 5, "load_ms_per_sample": 0.5},
+    }
     (tmp_path / "dev.json").write_text(json.dumps(dev))
     (tmp_path / "wl.json").write_text(json.dumps(wl))
     tw = pt.Twin(str(tmp_path / "dev.json"), tmp_path / "wl.json", seed=0)
@@ -241,7 +259,8 @@ def test_nano_5w_batch_64_beats_128():
     tw = pt.Twin(nano, "resnet18-cifar", seed=0)
     top = nano.maxn().iloc[0]
     modes = pd.DataFrame({"gpu_mhz": nano.spec.gpu_mhz}).assign(
-        cores=int(top.cores), cpu_mhz=top.cpu_mhz, mem_mhz=top.mem_mhz)
+        cores=int(top.cores), cpu_mhz=top.cpu_mhz, mem_mhz=top.mem_mhz
+    )
     best = {}
     for b in (64, 128):
         e = tw.expected(modes, b)

@@ -57,28 +57,24 @@ def cmd_modes(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from ..profiling.sweep import profile
     from ..twin import Twin
+    from .profile import progress_flag
 
     twin = Twin(args.device, args.workload, seed=args.seed)
     dev = get_device(args.device)
     modes = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
-    if args.out in (None, "-"):
-        df = profile(
-            twin,
-            modes,
-            batch_size=args.batch_size,
-            n_minibatches=args.minibatches,
-            progress=not args.quiet,
-        )
+    to_stdout = args.out in (None, "-")
+    df = profile(
+        twin,
+        modes,
+        batch_size=args.batch_size,
+        n_minibatches=args.minibatches,
+        out=None if to_stdout else args.out,
+        progress=progress_flag(args),
+        header={"seed": args.seed},  # batch size is a configuration column: may be extended
+    )
+    if to_stdout:
         df.to_csv(sys.stdout, index=False)
     else:
-        df = profile(
-            twin,
-            modes,
-            batch_size=args.batch_size,
-            n_minibatches=args.minibatches,
-            out=args.out,
-            progress=not args.quiet,
-        )
         hours = df["profile_s"].sum() / 3600
         print(
             f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",
@@ -121,4 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stratified", action="store_true")
     p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress", action="store_true", help="progress bar even when stderr is not a terminal"
+    )
     p.set_defaults(func=cmd_simulate)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import DataError, ProfilingError
+from ..errors import DataError
 from ..schema import read_csv
 
 
@@ -77,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="random seed for the mode sample and the twin"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar even when stderr is not a terminal (default: only on one)",
+    )
     hw = p.add_argument_group("jetson / nvml")
     hw.add_argument(
         "--num-workers",
@@ -110,6 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpu-devfreq", default=None, help="GPU devfreq folder, if not found automatically"
     )
     j.add_argument("--no-fan", action="store_true", help="leave the fan alone")
+    j.add_argument(
+        "--allow-unlisted-emc",
+        action="store_true",
+        help="write memory clocks taken from the catalog when the board lists no EMC rates",
+    )
     j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
     n = p.add_argument_group("nvml")
     n.add_argument("--gpu", type=int, default=0, help="NVML GPU index (default 0)")
@@ -156,9 +166,52 @@ def _step_options(args: argparse.Namespace) -> dict:
 def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     from ..profiling.sweep import profile
 
+    # the seed draws the modes (and seeds the twin); batch sizes and worker counts are
+    # configuration columns, so a resumed run may add new ones to the same output
+    header = {"seed": args.seed}
     return profile(
-        backend, modes, n_minibatches=args.minibatches, out=args.out, progress=not args.quiet
+        backend,
+        modes,
+        n_minibatches=args.minibatches,
+        out=args.out,
+        progress=progress_flag(args),
+        header=header,
     )
+
+
+def progress_flag(args: argparse.Namespace) -> bool | None:
+    """--quiet: no bar; --progress: a bar; neither: a bar only on a terminal."""
+    return False if args.quiet else (True if args.progress else None)
+
+
+def _backend_options(args: argparse.Namespace) -> dict:
+    """Constructor options of the chosen backend, from the command line."""
+    if args.backend == "jetson":
+        return {
+            "root": args.sysfs_root,
+            "sensor": args.sensor,
+            "sample_period_s": args.sample_period or 1.0,
+            "fan": not args.no_fan,
+            "emc": args.emc,
+            "gpu_devfreq": args.gpu_devfreq,
+            "allow_unlisted_emc": args.allow_unlisted_emc,
+        }
+    if args.backend == "nvml":
+        return {"gpu_index": args.gpu, "sample_period_s": args.sample_period or 0.1}
+    return {}
+
+
+def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
+    """NVML sets no clocks: by default every (batch size, threads, workers) combination."""
+    if args.modes is not None and not args.modes.isdigit():
+        return _cross(read_csv(args.modes, "--modes"), args)
+    modes = backend.modes(args.batch_size or [16], args.threads, args.num_workers or [0])
+    if args.modes is not None:
+        k = int(args.modes)
+        if not 0 < k <= len(modes):
+            raise DataError(f"--modes {k}: choose 1..{len(modes)} configurations")
+        modes = modes.sample(k, random_state=args.seed)
+    return modes
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -166,61 +219,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise DataError("--minibatches must be >= 1")
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
-    from ..devices import get_device
-    from ..profiling.step import load_step
+    from ..backends import get_backend
 
-    if args.backend == "twin":
-        if not args.device:
-            raise DataError("--device is required with --backend twin")
-        try:
-            from ..twin import Twin
-
-            backend = Twin(args.device, args.workload, seed=args.seed)
-        except NotImplementedError as e:
-            raise ProfilingError(
-                f"the digital twin is not available in this version ({e})"
-            ) from None
-        with backend:
-            df = _run(backend, _modes(args, get_device(args.device)), args)
-    elif args.backend == "jetson":
-        from ..profiling.jetson import JetsonBackend
-
-        if not args.device:
-            raise DataError("--device is required with --backend jetson (e.g. orin-agx)")
-        step = load_step(args.workload, **_step_options(args))
-        with JetsonBackend(
-            args.device,
-            step,
-            root=args.sysfs_root,
-            sensor=args.sensor,
-            sample_period_s=args.sample_period or 1.0,
-            fan=not args.no_fan,
-            emc=args.emc,
-            gpu_devfreq=args.gpu_devfreq,
-        ) as backend:
-            df = _run(backend, _modes(args, backend.device), args)
-    else:
-        from ..profiling.nvml import NvmlBackend
-
-        step = load_step(args.workload, **_step_options(args))
-        with NvmlBackend(
-            step,
-            gpu_index=args.gpu,
-            device_name=args.device,
-            sample_period_s=args.sample_period or 0.1,
-        ) as backend:
-            if args.modes is not None and not args.modes.isdigit():
-                modes = _cross(read_csv(args.modes, "--modes"), args)
-            else:
-                modes = backend.modes(
-                    args.batch_size or [16], args.threads, args.num_workers or [0]
-                )
-                if args.modes is not None:
-                    k = int(args.modes)
-                    if not 0 < k <= len(modes):
-                        raise DataError(f"--modes {k}: choose 1..{len(modes)} configurations")
-                    modes = modes.sample(k, random_state=args.seed)
-            df = _run(backend, modes, args)
+    with get_backend(
+        args.backend,
+        args.device,
+        args.workload,
+        seed=args.seed,
+        step_options=_step_options(args),
+        **_backend_options(args),
+    ) as backend:
+        modes = (
+            _nvml_modes(backend, args) if args.backend == "nvml" else _modes(args, backend.device)
+        )
+        df = _run(backend, modes, args)
     if args.out is None:
         df.to_csv(sys.stdout, index=False)
     else:

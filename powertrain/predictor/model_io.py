@@ -34,7 +34,7 @@ PRETRAINED_PACKAGE = "powertrain._reference_models"
 
 
 def _version() -> str:
-    from .. import __version__  # late: powertrain/__init__ imports this package first
+    from .._version import __version__
 
     return __version__
 

@@ -1,16 +1,18 @@
 """The profiler: one sweep loop (crash-safe, resumable) over pluggable backends.
 
-Backends: the digital twin (``powertrain.Twin``), a real Jetson (:class:`JetsonBackend`,
-sysfs + jtop/INA3221) and NVIDIA GPUs (:class:`NvmlBackend`, read-only NVML). A user's
-own training step is wrapped by :class:`TrainingStep` / :func:`from_model`.
+The measurement logic lives here (``sweep``, ``aggregate``, ``power_sensors``,
+``sysfs_knobs``, the example ``torch_workloads``); the boards it drives live in
+:mod:`powertrain.backends` (the twin, :class:`JetsonBackend`, :class:`NvmlBackend`,
+re-exported here). A user's own training step is wrapped by :class:`TrainingStep` /
+:func:`from_model`.
 """
 
 from __future__ import annotations
 
-from .backend import Backend
-from .jetson import JetsonBackend
-from .nvml import NvmlBackend
-from .step import TrainingStep, from_model, load_step
+from ..backends import Backend, JetsonBackend, NvmlBackend, get_backend
+from .model_step import from_model
+from .step import TrainingStep
+from .step_loader import load_step
 from .sweep import profile, profile_one
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "NvmlBackend",
     "TrainingStep",
     "from_model",
+    "get_backend",
     "load_step",
     "profile",
     "profile_one",

@@ -9,6 +9,9 @@ where it stopped without losing or duplicating a configuration.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import sys
@@ -21,17 +24,27 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..devices import Device
+from .._version import __version__
+from ..backends import Backend, as_backend
 from ..errors import DataError, ProfilingError
 from ..schema import CONFIG_COLUMNS
+from ..twin import Twin
 from .aggregate import stable_since, summarise_window
-from .backend import Backend
 
 #: aggregated columns written per configuration, in order (a backend's ``knob_columns``
 #: follow the schema's configuration columns)
 RESULT_COLUMNS = (
-    "device", "workload", *CONFIG_COLUMNS, "time_ms", "power_w", "time_ms_std", "power_w_std",
-    "n_minibatches", "n_power_samples", "stable", "profile_s",
+    "device",
+    "workload",
+    *CONFIG_COLUMNS,
+    "time_ms",
+    "power_w",
+    "time_ms_std",
+    "power_w_std",
+    "n_minibatches",
+    "n_power_samples",
+    "stable",
+    "profile_s",
 )
 
 _SHOWN = (*CONFIG_COLUMNS, "num_workers")
@@ -40,14 +53,14 @@ _ROUND = 3  # decimals a configuration is identified by (MHz tables are given to
 
 def key_columns(backend: Backend) -> tuple[str, ...]:
     """The columns that identify a configuration: what the backend actually sets."""
-    observed = set(getattr(backend, "observed_columns", ()))
-    cols = (*CONFIG_COLUMNS, *getattr(backend, "knob_columns", ()))
+    observed = set(backend.observed_columns)
+    cols = (*CONFIG_COLUMNS, *backend.knob_columns)
     return tuple(c for c in cols if c not in observed)
 
 
 def output_columns(backend: Backend) -> list[str]:
     """Columns of the summary CSV for this backend, in order."""
-    knobs = [c for c in getattr(backend, "knob_columns", ()) if c not in RESULT_COLUMNS]
+    knobs = [c for c in backend.knob_columns if c not in RESULT_COLUMNS]
     n = 2 + len(CONFIG_COLUMNS)
     return [*RESULT_COLUMNS[:n], *knobs, *RESULT_COLUMNS[n:]]
 
@@ -62,12 +75,19 @@ def _keys_of(df: pd.DataFrame, columns: Sequence[str]) -> list[tuple]:
 
 
 def _describe(config: Mapping, columns: Iterable[str]) -> str:
-    short = {"cores": "c", "cpu_mhz": "cpu", "gpu_mhz": "gpu", "mem_mhz": "mem", "batch_size": "b",
-             "num_workers": "w"}
+    short = {
+        "cores": "c",
+        "cpu_mhz": "cpu",
+        "gpu_mhz": "gpu",
+        "mem_mhz": "mem",
+        "batch_size": "b",
+        "num_workers": "w",
+    }
     return " ".join(f"{short.get(c, c)}={float(config[c]):g}" for c in columns if c in config)
 
 
 # -- measuring one configuration ---------------------------------------------------------
+
 
 def _clean_window(backend: Backend, log: list, first: int, n: int, min_samples: int) -> int | None:
     """Index into ``log`` of the start of the shortest clean window that ends at the last
@@ -92,7 +112,7 @@ def _clean_window(backend: Backend, log: list, first: int, n: int, min_samples: 
 
 
 def profile_one(
-    backend: Backend,
+    backend: Backend | Twin,
     config: Mapping[str, float],
     n_minibatches: int = 40,
     min_power_samples: int = 2,
@@ -111,10 +131,11 @@ def profile_one(
     sensor that stays silent for several sample periods raises ProfilingError; a window
     that still holds no reading gets NaN power, never 0 W.
     """
+    backend = as_backend(backend)
     if int(n_minibatches) < 1:
         raise ValueError(f"n_minibatches must be >= 1, got {n_minibatches!r}")
     n = int(n_minibatches)
-    period = float(getattr(backend, "sample_period_s", 1.0) or 1.0)
+    period = float(backend.sample_period_s or 1.0)
     # a working sensor gives readings by then (the floor absorbs thread scheduling delays)
     patience = max((min_power_samples + 3) * period, 2.0)
     backend.configure(config)
@@ -167,21 +188,21 @@ def profile_one(
     samples = np.asarray(backend.power_samples(start, end), dtype=float).reshape(-1, 2)
     arr = np.array(clean)
     row = {c: config[c] for c in CONFIG_COLUMNS if c in config}
-    for c in getattr(backend, "knob_columns", ()):
+    for c in backend.knob_columns:
         if c in config:
             row[c] = config[c]
     row.update(summarise_window(arr[:, 0], arr[:, 1], arr[:, 2], samples))
     if row["n_power_samples"] == 0:
         warnings.warn(
             f"no power reading during the clean minibatches of {_describe(config, _SHOWN)}; "
-            "power_w is NaN (not 0)", RuntimeWarning, stacklevel=2,
+            "power_w is NaN (not 0)",
+            RuntimeWarning,
+            stacklevel=2,
         )
     row["stable"] = bool(stable)
     row["profile_s"] = backend.now() - t_mode
-    observed = getattr(backend, "observed", None)
-    if observed is not None:
-        allowed = getattr(backend, "observed_columns", ())
-        row.update({k: v for k, v in observed(start, end).items() if k in allowed})
+    allowed = backend.observed_columns
+    row.update({k: v for k, v in backend.observed(start, end).items() if k in allowed})
     mb = pd.DataFrame(log, columns=["start_s", "end_s", "time_ms"])
     mb["clean"] = np.arange(len(log)) >= chosen
     all_samples = np.asarray(backend.power_samples(t_mode, backend.now()), dtype=float)
@@ -190,6 +211,7 @@ def profile_one(
 
 
 # -- crash-safe output -------------------------------------------------------------------
+
 
 def raw_log_paths(out: Path) -> tuple[Path, Path]:
     """Where the per-minibatch and per-sample logs of ``out`` live."""
@@ -218,27 +240,94 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _append_csv(df: pd.DataFrame, path: Path, fsync: bool = True) -> None:
-    """Append rows with one write call, flushed (and fsynced) before returning."""
-    new = not path.exists() or path.stat().st_size == 0
+def _disk_error(path: Path, e: OSError, out: Path | None = None) -> DataError:
+    """A one-line error for a failed write (full disk, file-size limit, permissions)."""
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EFBIG: "the file-size limit was reached",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only",
+        errno.EISDIR: "it is a folder",
+    }.get(e.errno, e.strerror or type(e).__name__)
+    kept = (
+        f"; the rows already in {out} are kept, rerun with the same output to resume" if out else ""
+    )
+    return DataError(f"{path}: cannot write ({reason}){kept}")
+
+
+def _append_csv(df: pd.DataFrame, path: Path, fsync: bool = True, out: Path | None = None) -> None:
+    """Append rows with one write call, flushed (and fsynced) before returning.
+
+    A write that fails part-way (full disk, file-size limit) is cut back to the file's
+    previous length, so the rows before it stay a clean CSV; then a DataError is raised."""
+    try:
+        size = path.stat().st_size if path.exists() else 0
+    except OSError as e:
+        raise _disk_error(path, e, out) from None
+    new = size == 0
     text = df.to_csv(header=new, index=False, lineterminator="\n")
-    with open(path, "a", newline="") as f:
-        f.write(text)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
+    try:
+        with open(path, "a", newline="") as f:
+            try:
+                f.write(text)
+                f.flush()
+                if fsync:
+                    os.fsync(f.fileno())
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(f.fileno(), size)
+                raise
+    except OSError as e:
+        raise _disk_error(path, e, out) from None
     if new and fsync:
         _fsync_dir(path)
 
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _disk_error(path, e) from None
     _fsync_dir(path)
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file beside ``out`` that one writer holds for the whole sweep."""
+    out = Path(out)
+    return out.with_name(out.name + ".lock")
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path):
+    """Hold an exclusive lock on ``out`` for a sweep: a second writer fails at once.
+
+    Why: two runs appending to one CSV interleave rows and duplicate configurations; the
+    lock (flock on a sidecar, released by the kernel if the process dies) prevents it."""
+    path = lock_path(out)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise _disk_error(path, e) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError(
+                f"{out}: another run is writing to this output (lock {path.name} is held); "
+                "wait for it to finish or choose another output file"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _repair_tail(path: Path) -> None:
@@ -262,8 +351,10 @@ def _read_csv(path: Path, what: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot resume, the {what} is not a readable CSV ({e}); "
-                        "choose another output file") from None
+        raise DataError(
+            f"{path}: cannot resume, the {what} is not a readable CSV ({e}); "
+            "choose another output file"
+        ) from None
 
 
 def _check_identity(where: Path, found: Mapping[str, Iterable], backend: Backend) -> None:
@@ -277,9 +368,22 @@ def _check_identity(where: Path, found: Mapping[str, Iterable], backend: Backend
             )
 
 
-def _already_done(out: Path, backend: Backend) -> set[tuple]:
-    """Configurations already in ``out``; also repairs a torn last line and drops raw-log
-    rows of a configuration whose summary row never made it to disk."""
+def _check_header(meta: Path, stored: Mapping, header: Mapping) -> None:
+    """A resumed run must be the same run: every header field equal, or an error naming it."""
+    for field in sorted(set(stored) | set(header)):
+        was, now = stored.get(field), header.get(field)
+        if was != now:
+            raise DataError(
+                f"{meta}: cannot resume, this output was written with {field} = "
+                f"{json.dumps(was)}, this run has {field} = {json.dumps(now)}; rerun with the "
+                "same settings, or profile into another output file"
+            )
+
+
+def _already_done(out: Path, backend: Backend, header: Mapping | None = None) -> set[tuple]:
+    """Configurations already in ``out``; also checks the run header against the stored
+    one, repairs a torn last line and drops raw-log rows of a configuration whose
+    summary row never made it to disk."""
     keys = key_columns(backend)
     meta = meta_path(out)
     if meta.exists():
@@ -290,6 +394,8 @@ def _already_done(out: Path, backend: Backend) -> set[tuple]:
                 f"{meta}: unreadable provenance sidecar ({e}); delete it to resume"
             ) from None
         _check_identity(meta, {k: [info[k]] for k in ("device", "workload") if k in info}, backend)
+        if header is not None and "run" in info:
+            _check_header(meta, info["run"], header)
     mb_path, pw_path = raw_log_paths(out)
     for p in (out, mb_path, pw_path):
         _repair_tail(p)
@@ -322,29 +428,28 @@ def _already_done(out: Path, backend: Backend) -> set[tuple]:
     return done
 
 
-def _write_meta(out: Path, backend: Backend, n_minibatches: int) -> None:
+def _write_meta(out: Path, backend: Backend, n_minibatches: int, header: Mapping) -> None:
     path = meta_path(out)
     if path.exists():
         return
-    from .. import __version__
-
-    describe = getattr(backend, "describe", None)
     info = {
+        "run": dict(header),
         "device": backend.device_name,
         "workload": backend.workload_name,
         "n_minibatches": int(n_minibatches),
-        "sample_period_s": float(getattr(backend, "sample_period_s", 1.0)),
+        "sample_period_s": float(backend.sample_period_s),
         "key_columns": list(key_columns(backend)),
         "powertrain": __version__,
         "python": sys.version.split()[0],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": sys.argv,
-        "backend": describe() if describe else {"backend": type(backend).__name__},
+        "backend": backend.describe(),
     }
     _atomic_write(path, json.dumps(info, indent=1, default=str) + "\n")
 
 
 # -- the sweep ---------------------------------------------------------------------------
+
 
 def _mark_resets(records: list[dict]) -> None:
     """Recompute ``reset_before`` over the rows still to run: a resumed sweep skips rows,
@@ -358,13 +463,14 @@ def _mark_resets(records: list[dict]) -> None:
 
 
 def profile(
-    backend: Backend,
+    backend: Backend | Twin,
     modes: pd.DataFrame,
     batch_size: int | None = None,
     n_minibatches: int = 40,
     out: str | Path | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     fsync: bool = True,
+    header: Mapping | None = None,
     **kwargs,
 ) -> pd.DataFrame:
     """Profile every row of ``modes`` on ``backend`` and return one schema row per mode.
@@ -374,23 +480,24 @@ def profile(
     provenance sidecar beside it) and fsynced at once, and rows already there are
     skipped, so rerunning resumes an interrupted sweep; the return value is then the
     whole file. ``fsync=False`` trades crash durability for speed (simulated corpora).
+    A run header (backend, device, workload, minibatches, the backend's own settings such
+    as the twin's seed, ``header``'s fields) is stored in the sidecar and must match on
+    resume; an exclusive lock stops a second run writing the same ``out``. ``progress``:
+    a progress bar (None: only when stderr is a terminal).
     Extra keyword arguments go to :func:`profile_one`. If profiling fails, the backend's
     ``on_error`` puts the board back in its original state before the error propagates.
     """
     from ..schema import check_modes
 
+    backend = as_backend(backend)
     configs = modes.copy()
     if batch_size is not None:
         configs["batch_size"] = int(batch_size)
-    complete = getattr(backend, "complete_modes", None)
-    if complete is not None:
-        configs = complete(configs)
+    configs = backend.complete_modes(configs)
     configs = check_modes(configs, source="modes", batch_size=True)
-    device = getattr(backend, "device", None)
-    if isinstance(device, Device):  # report a bad mode by its row in the caller's table
-        configs = device.validate(configs, source="modes", batch_size=True)
-    if hasattr(backend, "sweep_order"):
-        configs = backend.sweep_order(configs)
+    if backend.device is not None:  # report a bad mode by its row in the caller's table
+        configs = backend.device.validate(configs, source="modes", batch_size=True)
+    configs = backend.sweep_order(configs)
     keys = key_columns(backend)
     missing = [c for c in keys if c not in configs.columns]
     if missing:
@@ -406,22 +513,58 @@ def profile(
             seen.add(k)
             unique.append(r)
     out_path = Path(out) if out is not None else None
-    if out_path is not None:
-        if not out_path.parent.is_dir():
-            raise DataError(f"{out_path}: folder {out_path.parent} does not exist")
-        done = _already_done(out_path, backend)
-        _write_meta(out_path, backend, n_minibatches)
-    else:
-        done = set()
+    if out_path is None:
+        return _sweep(
+            backend, configs, unique, keys, set(), None, n_minibatches, progress, fsync, kwargs
+        )
+    if not out_path.parent.is_dir():
+        raise DataError(f"{out_path}: folder {out_path.parent} does not exist")
+    if out_path.is_dir():
+        raise DataError(f"{out_path}: is a folder; give a CSV file name")
+    run = {
+        **backend.run_header(),
+        "n_minibatches": int(n_minibatches),
+        **{k: kwargs[k] for k in sorted(kwargs)},
+        **dict(header or {}),
+    }
+    run = json.loads(json.dumps(run, default=str))  # as stored, so resume compares like
+    with _exclusive(out_path):
+        done = _already_done(out_path, backend, run)
+        _write_meta(out_path, backend, n_minibatches, run)
+        _sweep(
+            backend, configs, unique, keys, done, out_path, n_minibatches, progress, fsync, kwargs
+        )
+        result = _read_csv(out_path, "output")
+    return result.drop_duplicates(subset=list(keys), keep="first").reset_index(drop=True)
+
+
+def _sweep(
+    backend: Backend,
+    configs: pd.DataFrame,
+    unique: list[dict],
+    keys: tuple[str, ...],
+    done: set[tuple],
+    out_path: Path | None,
+    n_minibatches: int,
+    progress: bool | None,
+    fsync: bool,
+    kwargs: dict,
+) -> pd.DataFrame:
+    """Profile the configurations of ``unique`` not in ``done``, appending to ``out_path``."""
     todo = [r for r in unique if _config_key(r, keys) not in done]
     if "reset_before" in configs.columns:
         _mark_resets(todo)
     columns = output_columns(backend)
     rows: list[dict] = []
     board_s = 0.0
-    bar = tqdm(total=len(todo), disable=not progress, unit="mode", dynamic_ncols=True,
-               desc=f"{backend.workload_name} on {backend.device_name}",
-               bar_format="{desc}: {n}/{total} [{elapsed}<{remaining}]{postfix}")
+    bar = tqdm(
+        total=len(todo),
+        disable=None if progress is None else not progress,
+        unit="mode",
+        dynamic_ncols=True,
+        desc=f"{backend.workload_name} on {backend.device_name}",
+        bar_format="{desc}: {n}/{total} [{elapsed}<{remaining}]{postfix}",
+    )
     try:
         for i, config in enumerate(todo):
             status = f"{_describe(config, keys)} | board {board_s / 3600:.2f} h"
@@ -435,22 +578,21 @@ def profile(
             if out_path is not None:
                 key = {c: config[c] for c in keys}
                 mb_path, pw_path = raw_log_paths(out_path)
-                _append_csv(mb.assign(**key), mb_path, fsync)
-                _append_csv(pw.assign(**key), pw_path, fsync)
-                _append_csv(pd.DataFrame([row], columns=columns), out_path, fsync)  # commit point
+                _append_csv(mb.assign(**key), mb_path, fsync, out_path)
+                _append_csv(pw.assign(**key), pw_path, fsync, out_path)
+                # the commit point
+                _append_csv(pd.DataFrame([row], columns=columns), out_path, fsync, out_path)
             bar.update(1)
     except BaseException:
-        on_error = getattr(backend, "on_error", None)
-        if on_error is not None:
-            try:
-                on_error()
-            except Exception as restore_error:  # keep the original error, report both
-                warnings.warn(f"restoring the board after a failure failed too: {restore_error}",
-                              RuntimeWarning, stacklevel=2)
+        try:
+            backend.on_error()
+        except Exception as restore_error:  # keep the original error, report both
+            warnings.warn(
+                f"restoring the board after a failure failed too: {restore_error}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         raise
     finally:
         bar.close()
-    if out_path is not None:
-        result = pd.read_csv(out_path)
-        return result.drop_duplicates(subset=list(keys), keep="first").reset_index(drop=True)
     return pd.DataFrame(rows, columns=columns)

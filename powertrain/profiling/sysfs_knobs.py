@@ -62,7 +62,29 @@ def _catalog_paths(entries: Iterable[str]) -> list[str]:
 
 
 def _under(root: Path, absolute: str) -> Path:
+    if ".." in Path(absolute).parts:
+        raise ProfilingError(
+            f"sysfs path {absolute!r} contains '..': refused (a spec's paths must name "
+            "files under /sys directly)"
+        )
     return root / absolute.lstrip("/")
+
+
+def confined(write: Writer, roots: Sequence[str | Path]) -> Writer:
+    """``write`` that refuses any path whose real location (symlinks resolved) is not
+    under one of ``roots`` -- a spec or a symlink can never make the backend write
+    outside sysfs/debugfs."""
+    real_roots = [os.path.realpath(r) for r in roots]
+
+    def guarded(path: Path, value: str) -> None:
+        real = os.path.realpath(path)
+        if not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in real_roots):
+            raise ProfilingError(
+                f"refusing to write {path} (resolves to {real}): not under " + ", ".join(real_roots)
+            )
+        write(path, value)
+
+    return guarded
 
 
 def _close(a: float, b: float) -> bool:
@@ -225,10 +247,15 @@ class SysfsKnobs:
         write: Writer | None = None,
         emc: str = "auto",
         gpu_devfreq: str | Path | None = None,
+        allow_unlisted_emc: bool = False,
+        write_roots: Sequence[str | Path] | None = None,
     ):
         self.spec = spec
         self.root = Path(root)
-        self.write = write or write_sysfs
+        #: where writes may land (default: sysfs, which holds debugfs, under ``root``)
+        self.write_roots = tuple(write_roots) if write_roots else (self.root / "sys",)
+        self.write = confined(write or write_sysfs, self.write_roots)
+        self.allow_unlisted_emc = bool(allow_unlisted_emc)
         cpu_dir = self.root / "sys/devices/system/cpu"
         if not cpu_dir.is_dir():
             raise ProfilingError(f"{cpu_dir} is missing: this does not look like a Jetson's sysfs")
@@ -294,6 +321,8 @@ class SysfsKnobs:
     def _gpu_folder(self, given: str | Path | None) -> Path:
         if given is not None:  # a path on the board, or one already under root
             p = Path(given)
+            if ".." in p.parts:
+                raise ProfilingError(f"--gpu-devfreq {given}: a path with '..' is refused")
             return p if p.exists() else _under(self.root, str(p))
         gpu = (
             self.spec.sysfs.get("gpu_devfreq_sysfs", {})
@@ -447,6 +476,13 @@ class SysfsKnobs:
         if self.emc.method is None and len(t.mem_mhz) > 1:
             self.emc.require()
         if self.emc.method is not None and (current_emc is None or not _close(current_emc, mem_hz)):
+            if not t.mem_from_board and not self.allow_unlisted_emc:
+                raise ProfilingError(
+                    f"memory {mem_hz / 1e6:g} MHz comes from the catalog; this board does not "
+                    "list its EMC rates, so the value is unchecked: pass --allow-unlisted-emc "
+                    "(allow_unlisted_emc=True) to write it anyway, or leave mem_mhz at "
+                    f"{current_emc / 1e6 if current_emc else 0:g} MHz"
+                )
             self.emc.set_hz(round(mem_hz), self.write)
         self._set_online({n: ("1" if n < cores else "0") for n in self.online_files})
         self._verify(cores, cpu_khz, gpu_hz, mem_hz)

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .step import ModelStep, TrainingStep
+from .model_step import ModelStep
+from .step import TrainingStep
 
 
 class _Basic(nn.Module):

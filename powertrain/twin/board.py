@@ -1,8 +1,9 @@
 """``Twin``: a simulated Jetson running one training workload, driven like a real board.
 
 Why: we have no Jetson, so the profiler, the corpora and every accuracy figure run on
-this. It implements the same :class:`~powertrain.profiling.backend.Backend` interface
-as the hardware backends, on a simulated clock, with the measurement effects the
+this. It offers what a board offers (set a mode, run a minibatch, read the power
+sensor) on a simulated clock -- :class:`powertrain.backends.TwinBackend` adapts it to the
+profiler -- with the measurement effects the
 PowerTrain paper reports (§2.5): a slow first minibatch after a mode change, power
 that takes 2-3 s to settle, a 1 Hz power sensor, small minibatch-to-minibatch jitter.
 ``expected`` gives what such a board measures on average in each configuration
@@ -20,15 +21,21 @@ import pandas as pd
 
 from ..devices import Device, get_device
 from ..errors import ModeError, ProfilingError
-from ..profiling.backend import Backend
 from ..schema import MODE_COLUMNS
 from ..specs import SpecLike, WorkloadSpec
 from ..workloads import get_workload
 from . import deviations, physics
 from .params import device_params, workload_params
 
+#: each configuration starts its simulated clock at the next multiple of _SLOT_S after
+#: _SLOT_BASE: every start then lies in one floating-point binade (up to 2**31 s), so
+#: the clock arithmetic inside a configuration gives the same bits whatever ran before
+#: it -- a resumed sweep reproduces an uninterrupted one exactly
+_SLOT_BASE = 2.0**30
+_SLOT_S = 4096.0
 
-class Twin(Backend):
+
+class Twin:
     """A digital twin of ``device`` training ``workload``.
 
     Parameters
@@ -63,6 +70,12 @@ class Twin(Backend):
         self._tables = {c: np.asarray(getattr(self.device.spec, c)) for c in MODE_COLUMNS[1:]}
         self._phase = (self._seeds["sensor"] % 1000) / 1000.0  # sensor clock offset, s
         self._reset_state()
+
+    def __enter__(self) -> Twin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Nothing to restore on a simulated board."""
 
     def __repr__(self) -> str:
         return f"Twin({self.device_name!r}, {self.workload_name!r}, seed={self.seed})"
@@ -152,6 +165,9 @@ class Twin(Backend):
         self._seg_t0: list[float] = []
         self._seg_start: list[float] = []
         self._seg_target: list[float] = []
+        self._seg_k0: list[int] = []  # index of the segment's first sensor reading
+        self._seg_sensor: list[int] = []  # the segment's sensor-noise seed
+        self._reps: dict[tuple, int] = {}  # times each configuration was set
         self._time_ms: float | None = None
         self._warm = False
         self._rng = np.random.default_rng(self._seeds["noise"])
@@ -196,15 +212,37 @@ class Twin(Backend):
             )
         return [np.array([row[c]]) for c in MODE_COLUMNS] + [np.array([float(bs)])]
 
+    def _seg_seed(self, key: tuple, repeat: int) -> int:
+        return deviations.stable_seed(self._seeds["noise"], "offset", *key, repeat)
+
     def configure(self, config: Mapping[str, float]) -> None:
         """Switch to a mode and batch size: takes ``switch_s`` of simulated time, starts
-        the power moving towards the new level, and makes the next minibatch slow."""
+        the power moving towards the new level, and makes the next minibatch slow.
+
+        Why the configuration is measured as if it were the first: its noise depends only
+        on (seed, configuration, how often it was set before), the power settles from
+        idle and its clock starts on a fixed grid, so a sweep killed and resumed writes
+        the same numbers as one that ran through."""
         cols = self._check_config(config)
         t, p = self._expected_arrays(cols)
-        now_power = float(self._power_at(np.array([self._t]))[0])
+        key = tuple(round(float(c[0]), 3) for c in cols)
+        repeat = self._reps.get(key, 0)
+        self._reps[key] = repeat + 1
+        self._rng = np.random.default_rng(
+            deviations.stable_seed(self._seeds["noise"], *key, repeat)
+        )
+        period = self.sample_period_s
+        # where in the sensor's period the change falls differs between configurations
+        # (as on a board) but is fixed per configuration; 1/1024 s steps keep it exact
+        u = deviations.uniform_from_hash(deviations.hash_rows(self._seg_seed(key, repeat), [0.0]))
+        offset = math.floor(float(u[0]) * 1024.0) / 1024.0 * period
+        slots = math.ceil(max(self._t - _SLOT_BASE, 0.0) / _SLOT_S + 1e-12)
+        self._t = _SLOT_BASE + slots * _SLOT_S + offset
         self._seg_t0.append(self._t)
-        self._seg_start.append(now_power)
+        self._seg_start.append(float(self.dev["measurement.idle_w"]))
         self._seg_target.append(float(p[0]))
+        self._seg_k0.append(math.ceil((self._t - self._phase) / period - 1e-12))
+        self._seg_sensor.append(deviations.stable_seed(self._seeds["sensor"], *key, repeat))
         self._time_ms = float(t[0])
         self._warm = True
         self._t += self.dev["measurement.switch_s"]
@@ -239,9 +277,17 @@ class Twin(Backend):
             return np.empty((0, 2))
         k = np.arange(max(k0, 0), k1)
         t = self._phase + k * period
-        z = deviations.normal_from_hash(
-            deviations.hash_rows(self._seeds["sensor"], k.astype(float))
-        )
+        seg = np.searchsorted(np.asarray(self._seg_t0), t, side="right") - 1
+        z = np.empty(len(k))
+        for j in np.unique(seg):  # noise by the reading's index within its segment
+            sel = seg == j
+            if j < 0:
+                z[sel] = deviations.normal_from_hash(
+                    deviations.hash_rows(self._seeds["sensor"], k[sel].astype(float))
+                )
+            else:
+                rel = (k[sel] - self._seg_k0[j]).astype(float)
+                z[sel] = deviations.normal_from_hash(deviations.hash_rows(self._seg_sensor[j], rel))
         w = self._power_at(t) * (1.0 + self.dev["measurement.sensor_rel"] * z)
         res = self.dev["measurement.sensor_resolution_w"]
         if res > 0:
@@ -253,7 +299,7 @@ class Twin(Backend):
         self._t += self.dev["measurement.reset_s"]
 
     def describe(self) -> dict:
-        from .. import __version__
+        from .._version import __version__
 
         return {
             "backend": "Twin",

@@ -22,13 +22,20 @@ import pandas as pd
 
 from ..devices import Device, get_device
 from ..errors import ProfilingError
-from .power_sensors import PowerSampler, open_sensor
-from .step import StepBackend, TrainingStep, as_step
-from .sysfs_knobs import SysfsKnobs, Writer, glob_under, write_sysfs
+from ..profiling.power_sensors import PowerSampler, open_sensor
+from ..profiling.step import TrainingStep
+from ..profiling.step_loader import as_step
+from ..profiling.sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
+from .step import StepBackend
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
     "`sudo -E $(which powertrain) profile ...` (or `sudo -E python your_script.py`)"
+)
+
+#: the signals that stop a sweep; blocked while the board is being restored
+_STOP_SIGNALS = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
 )
 
 #: fan PWM files (JetPack 5+: hwmon pwm1, JetPack 4: target_pwm); 255 = full speed
@@ -72,19 +79,30 @@ class _Fan:
             self.write(p, "255")
 
     def restore(self) -> None:
+        """Write every saved value back, even after a failure; then raise them all."""
+        errors = []
         for p, v in self.saved.items():
             if not p.name.endswith("_enable"):
-                self.write(p, v)
+                try:
+                    self.write(p, v)
+                except Exception as e:  # noqa: BLE001 - collect, keep restoring
+                    errors.append(f"{p}: {e}")
         for p, v in self.saved.items():
             if p.name.endswith("_enable"):
-                self.write(p, v)
+                try:
+                    self.write(p, v)
+                except Exception as e:  # noqa: BLE001
+                    errors.append(f"{p}: {e}")
+        if errors:
+            raise ProfilingError("fan: " + "; ".join(errors))
 
 
 class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
     ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
-    ``step(batch_size)``, or a workload name (see :func:`~powertrain.profiling.step.load_step`).
+    ``step(batch_size)``, or a workload name (see
+    :func:`~powertrain.profiling.step_loader.load_step`).
     ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
     Use it as a context manager (or call :meth:`close`) so the board is restored.
     ``self.device`` is the board's own power-mode space (its tables may differ from the
@@ -108,20 +126,29 @@ class JetsonBackend(StepBackend):
         clock: Callable[[], float] = time.perf_counter,
         handle_signals: bool = True,
         check_root: bool = True,
+        allow_unlisted_emc: bool = False,
+        write_roots: Any = None,
     ):
         if check_root and not _is_root():
             raise ProfilingError(ROOT_HELP)
         catalog = get_device(device)
         self.root = Path(root)
-        self.write = write or write_sysfs
         self.clock = clock
         self.sample_period_s = float(sample_period_s)
         self.step: TrainingStep = as_step(step)
         self.device_name = catalog.name
         self.workload_name = self.step.name
         self.knobs = SysfsKnobs(
-            catalog.spec, self.root, self.write, emc=emc, gpu_devfreq=gpu_devfreq
+            catalog.spec,
+            self.root,
+            write or write_sysfs,
+            emc=emc,
+            gpu_devfreq=gpu_devfreq,
+            allow_unlisted_emc=allow_unlisted_emc,
+            write_roots=write_roots,
         )
+        # every write (the fan's too) is confined to the sysfs/debugfs roots
+        self.write = confined(write or write_sysfs, self.knobs.write_roots)
         self.tables = self.knobs.check_against_catalog()
         same = (
             tuple(self.tables.cpu_mhz) == tuple(catalog.spec.cpu_mhz)
@@ -143,20 +170,28 @@ class JetsonBackend(StepBackend):
             catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
         )
         self._closed = False
+        self._stopping = False
         self._signals: dict[int, Any] = {}
         self.original = self.knobs.snapshot()  # before the first write
         self.original_mode = self.knobs.state()
         self._fan = _Fan(self.root, self.write) if fan else None
+        self.sampler = None
         try:
-            if self._fan:
-                self._fan.full()
-            self.sampler = PowerSampler(self.sensor.read_w, self.sample_period_s, clock).start()
+            # handlers first: a signal at any later point restores the board
             if handle_signals:
                 self._install_signals()
             atexit.register(self.close)
+            if self._fan:
+                self._fan.full()
+            self.sampler = PowerSampler(self.sensor.read_w, self.sample_period_s, clock).start()
         except BaseException:
-            self._restore_board()
-            self.sensor.close()
+            self._closed = True
+            try:
+                self._restore_board()
+            finally:
+                self.sensor.close()
+                self._uninstall_signals()
+                atexit.unregister(self.close)
             raise
 
     # -- safety ---------------------------------------------------------------------
@@ -165,29 +200,52 @@ class JetsonBackend(StepBackend):
             return
 
         def stop(signum: int, frame: Any) -> None:
+            if self._stopping:  # a second signal while unwinding: restoring goes on
+                return
+            self._stopping = True
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
             raise SystemExit(128 + signum)  # unwinds through on_error / close: board restored
 
-        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if sig is not None:
-                self._signals[sig] = signal.signal(sig, stop)
+        for sig in _STOP_SIGNALS:
+            self._signals[sig] = signal.signal(sig, stop)
+
+    def _uninstall_signals(self) -> None:
+        for sig, old in self._signals.items():
+            signal.signal(sig, old)
+        self._signals = {}
 
     def _restore_board(self) -> None:
-        errors = []
+        """Every restoring step runs, whatever failed before it, with the stop signals
+        blocked (delivered once the board is back), so a second Ctrl-C or SIGTERM cannot
+        leave it half restored."""
+        blocked = hasattr(signal, "pthread_sigmask")
+        if blocked:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
-            self.knobs.restore(self.original)
-        except ProfilingError as e:
-            errors.append(str(e))
-        if self._fan:
-            try:
-                self._fan.restore()
-            except OSError as e:
-                errors.append(f"fan: {e}")
+            errors = self._restore_steps()
+        finally:
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         if errors:
             raise ProfilingError("; ".join(errors))
         if self.knobs.snapshot() != self.original:
             raise ProfilingError(
                 "the board did not return to its original mode; reboot it to be safe"
             )
+
+    def _restore_steps(self) -> list[str]:
+        errors = []
+        try:
+            self.knobs.restore(self.original)
+        except Exception as e:  # noqa: BLE001 - the fan must still be restored
+            errors.append(str(e))
+        if self._fan:
+            try:
+                self._fan.restore()
+            except Exception as e:  # noqa: BLE001
+                errors.append(str(e))
+        return errors
 
     def on_error(self) -> None:
         """A failed sweep leaves the board as it was before profiling."""
@@ -199,15 +257,17 @@ class JetsonBackend(StepBackend):
         if self._closed:
             return
         self._closed = True
-        self.sampler.stop()
-        self.sensor.close()
-        for sig, old in self._signals.items():
-            signal.signal(sig, old)
-        atexit.unregister(self.close)
         try:
+            if self.sampler is not None:
+                self.sampler.stop()
+            self.sensor.close()
             self.step.close()
         finally:
-            self._restore_board()
+            try:
+                self._restore_board()
+            finally:
+                self._uninstall_signals()
+                atexit.unregister(self.close)
 
     # -- Backend ----------------------------------------------------------------------
     def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:

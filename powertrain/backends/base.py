@@ -15,6 +15,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..devices import Device
+
 
 class Backend(ABC):
     """A board (real or simulated) that can be put in a configuration and run minibatches.
@@ -35,6 +37,9 @@ class Backend(ABC):
     #: schema configuration columns this backend cannot set but reports as observed
     #: (NVML: the clocks); they are left out of a configuration's identity on resume
     observed_columns: tuple[str, ...] = ()
+    #: the power-mode space configurations are checked against (None: no check, e.g.
+    #: NVML, whose clocks are observed rather than set)
+    device: Device | None = None
 
     @abstractmethod
     def configure(self, config: Mapping[str, float]) -> None:
@@ -60,10 +65,25 @@ class Backend(ABC):
         Why: a backend that cannot set a knob still needs the schema's columns present."""
         return modes
 
+    def sweep_order(self, modes: pd.DataFrame) -> pd.DataFrame:
+        """The order to profile ``modes`` in. Default: as given. Boards that cannot step a
+        frequency back up without a reboot sort high to low (see Device.sweep_order)."""
+        return modes
+
     def observed(self, start: float, end: float) -> dict:
         """Column values measured during ``[start, end)`` that override the requested ones
         in the summary row (NVML: the clocks the GPU actually ran at). Default: none."""
         return {}
+
+    def run_header(self) -> dict:
+        """The settings that make two runs the same run, stored with the output and
+        checked on resume (subclasses add theirs, e.g. the twin's seed)."""
+        return {
+            "backend": type(self).__name__,
+            "device": self.device_name,
+            "workload": self.workload_name,
+            "sample_period_s": float(self.sample_period_s),
+        }
 
     def describe(self) -> dict:
         """Facts about the board and software for the output's provenance sidecar."""

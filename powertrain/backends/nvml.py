@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfilingError
-from .power_sensors import PowerSampler
-from .step import StepBackend, TrainingStep, as_step
+from ..profiling.power_sensors import PowerSampler
+from ..profiling.step import TrainingStep
+from ..profiling.step_loader import as_step
+from .step import StepBackend
 
 
 def _import_pynvml() -> Any:

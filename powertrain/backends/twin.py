@@ -1,0 +1,54 @@
+"""The digital twin as a profiling backend: a thin adapter over :class:`powertrain.Twin`.
+
+Why an adapter: the simulated board (physics, deviations, sensor) lives in
+``powertrain/twin/`` and knows nothing of the profiler; this class maps the backend
+interface onto it, so the twin and the real boards go through the same sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..twin import Twin
+from .base import Backend
+
+
+class TwinBackend(Backend):
+    """Profile ``twin`` (a :class:`~powertrain.twin.Twin`) like a board."""
+
+    def __init__(self, twin: Twin):
+        self.twin = twin
+        self.device = twin.device
+        self.device_name = twin.device_name
+        self.workload_name = twin.workload_name
+        self.sample_period_s = twin.sample_period_s
+
+    def __repr__(self) -> str:
+        return f"TwinBackend({self.twin!r})"
+
+    def configure(self, config: Mapping[str, float]) -> None:
+        self.twin.configure(config)
+
+    def run_minibatch(self) -> float:
+        return self.twin.run_minibatch()
+
+    def now(self) -> float:
+        return self.twin.now()
+
+    def power_samples(self, start: float, end: float) -> np.ndarray:
+        return self.twin.power_samples(start, end)
+
+    def reset(self) -> None:
+        self.twin.reset()
+
+    def run_header(self) -> dict:
+        return {
+            **super().run_header(),
+            "seed": self.twin.seed,
+            "num_workers": self.twin.wl.num_workers,
+        }
+
+    def describe(self) -> dict:
+        return self.twin.describe()
