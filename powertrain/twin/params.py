@@ -73,10 +73,10 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "gpu_pair_time": 0.03,  # log-sd of the (GPU clock, EMC clock) interaction
         "gpu_pair_power": 0.01,
         "idio_time_balanced": 0.01,  # log-sd of the unlearnable part, balanced modes
-        "idio_time_starved": 0.15,  # ... and fully starved ones
+        "idio_time_starved": 0.2,  # ... and fully starved ones
         "idio_power_balanced": 0.005,
-        "idio_power_starved": 0.05,
-        "starved_ratio": 4.0,  # GPU busy share this many times below the top mode's = starved
+        "idio_power_starved": 0.08,
+        "starved_ratio": 3.0,  # GPU busy share this many times below the top mode's = starved
     },
 }
 
