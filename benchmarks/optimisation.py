@@ -34,7 +34,25 @@ from powertrain.twin import deviations
 
 CAPS_ORIN = tuple(float(c) for c in range(17, 51))
 WORKLOADS = ("mobilenetv3", "yolov8n", "bert-base", "lstm", "resnet18")
-STRATEGIES = ("PT@50", "PT@50+1s", "PT@50+2s", "NN@50", "RND@50", "MAXN", "PRESET", "ORACLE")
+STRATEGIES = (
+    "PT@50",
+    "PT@50+1s",
+    "PT@50+2s",
+    "PT@50+rr",
+    "PT@50+obs",
+    "NN@50",
+    "RND@50",
+    "MAXN",
+    "PRESET",
+    "ORACLE",
+)
+#: experimental selection rules (issue 9 item 4), not in the library yet
+EXPERIMENTAL = {
+    "PT@50+rr": "among modes predicted within 2 % of the fastest feasible, the lowest "
+    "power + 1 sigma (re-rank near-ties by uncertainty)",
+    "PT@50+obs": "the 50 profiled modes use their measured time and power, the rest PT's "
+    "predictions",
+}
 #: the paper's figures (PowerTrain FGCS 2024, §5.2, Figs. 12-13): median time penalty %
 PAPER = {
     "PT@50": "median 0.7 (MobileNet), 0 (YOLO), 1 overall; A/L+1 26.5 overall, <20 for 6/7 DNNs",
@@ -110,6 +128,19 @@ def pick_under(est: pd.DataFrame, caps: np.ndarray, k_sigma: float = 0.0) -> np.
     return np.asarray(out)
 
 
+def pick_rerank(est: pd.DataFrame, caps: np.ndarray, tie: float = 0.02) -> np.ndarray:
+    """Among modes predicted feasible and within ``tie`` of the fastest of them, the one
+    with the lowest power + 1 sigma: near-ties are decided by what is safest."""
+    base = pick_under(est, caps)
+    t, p = est.time_ms.to_numpy(), est.power_w.to_numpy()
+    guard = p + est.get("power_w_std", pd.Series(0.0, index=est.index)).to_numpy()
+    out = []
+    for c, j in zip(caps, base):
+        near = np.flatnonzero((p <= c) & (t <= t[j] * (1 + tie)))
+        out.append(int(near[np.argmin(guard[near])]) if near.size else int(j))
+    return np.asarray(out)
+
+
 # ---------------------------------------------------------------------- strategies --
 def check_reference(reference: str, device: str) -> None:
     """A reference transfers within its own device only (the corpus is ``device``'s)."""
@@ -168,7 +199,7 @@ def run_case(
         scores["PRESET"].append(score_picks(np.array(times), np.array(powers), best, caps))
     if "ORACLE" in strategies:
         add("ORACLE", pick_under(deviations.oracle_expected(twin, grid, b), caps))
-    needs_samples = {"PT@50", "PT@50+1s", "PT@50+2s", "NN@50", "RND@50"} & set(strategies)
+    needs_samples = {s for s in strategies if s.startswith(("PT", "NN", "RND"))}
     if needs_samples:
         from powertrain.predictor.baselines import nn_from_scratch
 
@@ -179,6 +210,14 @@ def run_case(
             samples = pt.profile(
                 pt.Twin(dev, workload, seed=seed), grid.iloc[idx], batch_size=b, progress=False
             )
+            # the profiler may visit modes in its own order: map rows back to the grid
+            keys = list(grid.columns)
+            where = (
+                samples[keys].reset_index(drop=True).merge(grid.reset_index(), how="left", on=keys)
+            )
+            idx = where["index"].to_numpy()  # grid position of each sample row, in order
+            if len(idx) != len(samples) or where["index"].isna().any():
+                raise DataError("profiled samples do not map one-to-one onto the grid")
             if "RND@50" in strategies:
                 obs = samples.reset_index(drop=True)
                 rows = pick_under(obs[["time_ms", "power_w"]], caps)
@@ -190,6 +229,15 @@ def run_case(
                 for name, k in (("PT@50", 0.0), ("PT@50+1s", 1.0), ("PT@50+2s", 2.0)):
                     if name in strategies:
                         add(name, pick_under(est, caps, k_sigma=k))
+                if "PT@50+rr" in strategies:
+                    add("PT@50+rr", pick_rerank(est, caps))
+                if "PT@50+obs" in strategies:
+                    seen = est.copy()
+                    pos = seen.columns.get_indexer(["time_ms", "power_w"])
+                    seen.iloc[idx, pos] = samples[["time_ms", "power_w"]].to_numpy()
+                    if "power_w_std" in seen.columns:
+                        seen.iloc[idx, seen.columns.get_loc("power_w_std")] = 0.0
+                    add("PT@50+obs", pick_under(seen, caps))
             if "NN@50" in strategies:
                 est = nn_from_scratch(samples, random_state=d, **kw).predict(grid, b)
                 add("NN@50", pick_under(est, caps))
@@ -259,6 +307,7 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{v['penalty_q3']:6.2f} "
                 f"{v['al_pct']:6.1f} {v['al1_pct']:7.1f} {v['auc_w']:6.2f}"
             )
+    print("\nExperimental rules: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTAL.items()))
     print("\nPaper (PowerTrain FGCS 2024 §5.2):")
     for k, v in PAPER.items():
         print(f"  {k:8s} {v}")
