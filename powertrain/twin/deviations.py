@@ -133,8 +133,12 @@ def log_deviations(
         s_cpu = stable_seed(base, "cores x cpu")
         s_gpu = stable_seed(base, "gpu x mem")
         b = cols[4]
-        dv = dv + pair_offsets(s_cpu, scale * d[f"deviation.cpu_pair_{q}"], cols[0], cols[1], b)
-        dv = dv + pair_offsets(s_gpu, scale * d[f"deviation.gpu_pair_{q}"], cols[2], cols[3], b)
+        # interactions act through the unbalanced part of the pipeline: full size where
+        # the GPU is starved, ``pair_balanced`` of it in balanced modes
+        share = d["deviation.pair_balanced"] + (1.0 - d["deviation.pair_balanced"]) * starved
+        cpu_sd, gpu_sd = (scale * d[f"deviation.{k}_pair_{q}"] for k in ("cpu", "gpu"))
+        dv = dv + share * pair_offsets(s_cpu, cpu_sd, cols[0], cols[1], b)
+        dv = dv + share * pair_offsets(s_gpu, gpu_sd, cols[2], cols[3], b)
         lo, hi = d[f"deviation.idio_{q}_balanced"], d[f"deviation.idio_{q}_starved"]
         dv = dv + rough(seeds[f"rough_{q}"], cols, 1.0) * scale * (lo + (hi - lo) * starved)
         out.append(dv)
@@ -152,14 +156,14 @@ def board_starvation(dev, wl, cols: list[np.ndarray], phys: dict[str, np.ndarray
 
 
 def learnable_log_deviations(
-    dev, wl, seeds: dict[str, int], cols: list[np.ndarray], x: np.ndarray
+    dev, wl, seeds: dict[str, int], cols: list[np.ndarray], x: np.ndarray, starved: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The smooth and interaction parts only: what an oracle with unlimited samples knows."""
     idio = {
         f"deviation.idio_{q}_{w}": 0.0 for q in ("time", "power") for w in ("balanced", "starved")
     }
     no_idio = replace(dev, values={**dev.values, **idio})
-    return log_deviations(no_idio, wl, seeds, cols, x, np.zeros(len(x)))
+    return log_deviations(no_idio, wl, seeds, cols, x, starved)
 
 
 def oracle_expected(twin, modes, batch_size: int | None = None):
@@ -170,5 +174,8 @@ def oracle_expected(twin, modes, batch_size: int | None = None):
     df = twin._frame(modes, batch_size)
     cols = twin._arrays(df)
     ph = physics.minibatch(twin.dev, twin.wl, *cols)
-    dt, dp = learnable_log_deviations(twin.dev, twin.wl, twin._seeds, cols, twin._coords(cols))
+    starved = board_starvation(twin.dev, twin.wl, cols, ph)
+    dt, dp = learnable_log_deviations(
+        twin.dev, twin.wl, twin._seeds, cols, twin._coords(cols), starved
+    )
     return df.assign(time_ms=ph["time_ms"] * np.exp(dt), power_w=ph["power_w"] * np.exp(dp))

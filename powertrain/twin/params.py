@@ -72,6 +72,7 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "cpu_pair_power": 0.01,
         "gpu_pair_time": 0.03,  # log-sd of the (GPU clock, EMC clock) interaction
         "gpu_pair_power": 0.01,
+        "pair_balanced": 0.25,  # share of the interactions left in balanced modes
         "idio_time_balanced": 0.01,  # log-sd of the unlearnable part, balanced modes
         "idio_time_starved": 0.2,  # ... and fully starved ones
         "idio_power_balanced": 0.005,
