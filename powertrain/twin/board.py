@@ -125,20 +125,11 @@ class Twin:
             ]
         )
 
-    def _log_deviation(self, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        d, s = self.dev, self._seeds
-        scale = self.wl["deviation_scale"]
-        x = self._coords(cols)
-        waves, k = int(d["deviation.smooth_waves"]), d["deviation.smooth_wavenumber"]
-        dt = deviations.smooth(s["smooth_time"], x, scale * d["deviation.smooth_time"], waves, k)
-        dp = deviations.smooth(s["smooth_power"], x, scale * d["deviation.smooth_power"], waves, k)
-        dt = dt + deviations.rough(s["rough_time"], cols, scale * d["deviation.rough_time"])
-        dp = dp + deviations.rough(s["rough_power"], cols, scale * d["deviation.rough_power"])
-        return dt, dp
-
     def _expected_arrays(self, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         phys = physics.minibatch(self.dev, self.wl, *cols)
-        dt, dp = self._log_deviation(cols)
+        starved = deviations.board_starvation(self.dev, self.wl, cols, phys)
+        x = self._coords(cols)
+        dt, dp = deviations.log_deviations(self.dev, self.wl, self._seeds, cols, x, starved)
         return phys["time_ms"] * np.exp(dt), phys["power_w"] * np.exp(dp)
 
     def physics(self, modes: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:

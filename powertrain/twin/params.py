@@ -24,6 +24,7 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "knee_mhz": None,  # V-f curve is flat below this frequency
         "dyn_w": None,  # switching power at top frequency, busy, activity 1
         "leak_w": 0.0,  # leakage at top voltage
+        "idle_frac": 0.15,  # share of dyn_w drawn clocked but stalled/idle (clock tree)
     },
     "mem": {
         "gbps_per_mhz": None,  # peak DRAM bandwidth (GB/s) per EMC MHz
@@ -63,12 +64,20 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "idle_w": None,  # power before the first configuration (default: static_w)
     },
     "deviation": {
-        "smooth_time": 0.03,  # log-sd of the smooth, learnable deviation
+        "smooth_time": 0.03,  # log-sd of the smooth, learnable field
         "smooth_power": 0.02,
-        "rough_time": 0.09,  # log-sd of the rough per-mode deviation
-        "rough_power": 0.04,
         "smooth_waves": 8,  # number of random plane waves in the smooth field
         "smooth_wavenumber": 1.0,  # their typical frequency, cycles per unit range
+        "cpu_pair_time": 0.03,  # log-sd of the (cores, CPU clock) interaction
+        "cpu_pair_power": 0.01,
+        "gpu_pair_time": 0.03,  # log-sd of the (GPU clock, EMC clock) interaction
+        "gpu_pair_power": 0.01,
+        "pair_balanced": 0.25,  # share of the interactions left in balanced modes
+        "idio_time_balanced": 0.01,  # log-sd of the unlearnable part, balanced modes
+        "idio_time_starved": 0.2,  # ... and fully starved ones
+        "idio_power_balanced": 0.005,
+        "idio_power_starved": 0.08,
+        "starved_ratio": 3.0,  # GPU busy share this many times below the top mode's = starved
     },
 }
 

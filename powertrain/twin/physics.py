@@ -90,28 +90,44 @@ def minibatch(
         t_mb = t_train + t_load
 
     # --- power ------------------------------------------------------------------------
+    # Each dynamic term is (energy switched per minibatch) / (minibatch time) or a
+    # clocked floor that depends on its own clock only. The energy per minibatch depends
+    # only on the work and its own rail's voltage, never on the other clocks, so with
+    # time monotone every term, and the sum, is monotone in every knob (no wrong-way
+    # steps). A GPU stalled on DRAM or starved by the CPU switches only its clock tree
+    # (``gpu.idle_frac`` of its dynamic power), not its ALUs.
     v_gpu = voltage(gpu, d["gpu.v_min"], d["gpu.knee_mhz"], dev.gpu_range[1])
     v_cpu = voltage(cpu, d["cpu.v_min"], d["cpu.knee_mhz"], dev.cpu_range[1])
     v_mem = voltage(mem, d["mem.v_min"], d["mem.knee_mhz"], dev.mem_range[1])
 
-    gpu_busy = t_gpu / t_mb
+    gpu_busy = t_compute / t_mb  # ALUs switching (the rest of the time: stalled or idle)
     p_half = w["power_batch_half"] * d["gpu.parallel_width"]
     activity = w["gpu_activity"] * b / (b + p_half)
-    p_gpu = d["gpu.dyn_w"] * v_gpu**2 * (gpu / dev.gpu_range[1]) * gpu_busy * activity
+    idle = d["gpu.idle_frac"]
+    f_gpu = gpu / dev.gpu_range[1]
+    p_gpu = d["gpu.dyn_w"] * v_gpu**2 * f_gpu * (idle + (1.0 - idle) * activity * gpu_busy)
     p_gpu_leak = d["gpu.leak_w"] * v_gpu**2
 
-    mem_busy = np.minimum(1.0, t_memory / t_mb) * w["mem_activity"]
+    # DRAM: refresh/IO background grows with the EMC clock; traffic energy per minibatch
+    # is fixed by the bytes moved, so its power is that energy over the minibatch time
+    mem_busy = t_memory / t_mb * w["mem_activity"]
     bg = d["mem.background"]
     p_mem = d["mem.dyn_w"] * v_mem**2 * (mem / dev.mem_range[1]) * (bg + (1 - bg) * mem_busy)
     p_mem_leak = d["mem.leak_w"] * v_mem**2
 
-    # main process: launching, then spinning in cudaDeviceSynchronize -> always busy
-    busy_cores = main_share + np.minimum(load_work / t_mb, np.maximum(cores - main_share, 0.0))
-    busy_cores = np.minimum(busy_cores, cores)
-    p_cpu = (
-        d["cpu.dyn_w_per_core"] * v_cpu**2 * (cpu / dev.cpu_range[1]) * busy_cores
-        + d["cpu.idle_w_per_core"] * cores
-    )
+    # main process: launching, then spinning in cudaDeviceSynchronize -> always busy;
+    # loader workers switch only for the non-stalled part of their work (a core waiting
+    # on DRAM is clock-gated down to its idle power)
+    f_cpu = cpu / dev.cpu_range[1]
+    cpu_dyn = d["cpu.dyn_w_per_core"] * v_cpu**2
+    p_main = cpu_dyn * f_cpu * main_share
+    if workers > 0:
+        # core-ms of non-stalled work at the top clock, per ms of minibatch
+        load_busy = w["load_ms_per_sample"] * b * (1.0 - stall) / top_speed / t_mb
+        p_load = cpu_dyn * load_busy
+    else:
+        p_load = np.zeros_like(p_main)  # the main process loads: already counted
+    p_cpu = p_main + p_load + d["cpu.idle_w_per_core"] * cores
     p_cpu_leak = d["cpu.leak_w"] * v_cpu**2 * cores / dev.cores
 
     power = d["static_w"] + p_gpu + p_gpu_leak + p_mem + p_mem_leak + p_cpu + p_cpu_leak
