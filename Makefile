@@ -3,10 +3,13 @@
 #   make test   - the test suite
 # On a Jetson, install NVIDIA's torch wheel first and run with TORCH= (keeps your torch).
 
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c  # a failing benchmark fails `make bench` despite `| tee`
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
+TRAIN_REFERENCE ?= -m powertrain.predictor.reference
 
 .PHONY: setup demo test lint bench clean
 
@@ -27,10 +30,19 @@ test: setup
 lint: setup
 	$(BIN)/ruff check powertrain tests benchmarks
 
+# One run regenerates everything the results depend on, in order, so benchmarks/results/
+# is one consistent set: the twin corpora, the shipped reference models, then every
+# benchmark (its printed table in X.txt, its figures in X.json, plots and CSVs beside).
+RESULTS := benchmarks/results
 bench: setup
-	$(BIN)/python benchmarks/twin_calibration.py --json benchmarks/results/twin_calibration.json
-	$(BIN)/python benchmarks/accuracy.py --json benchmarks/results/accuracy.json
-	$(BIN)/python benchmarks/speed.py --json benchmarks/results/speed.json
+	mkdir -p $(RESULTS)
+	$(BIN)/python tools/make_corpora.py --all
+	$(BIN)/python $(TRAIN_REFERENCE) orin-agx/resnet18
+	$(BIN)/python $(TRAIN_REFERENCE) orin-agx/mobilenetv3
+	$(BIN)/python benchmarks/twin_calibration.py --json $(RESULTS)/twin_calibration.json | tee $(RESULTS)/twin_calibration.txt
+	$(BIN)/python benchmarks/optimisation.py --json $(RESULTS)/optimisation.json --png $(RESULTS)/optimisation.png | tee $(RESULTS)/optimisation.txt
+	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
+	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -77,12 +77,6 @@ def test_regenerating_a_small_corpus_twice_gives_the_same_bytes(tmp_path):
         assert a.read_bytes() == b.read_bytes(), f"{SMALL}{suffix} is not reproducible"
 
 
-@pytest.mark.xfail(
-    reason="the twin's noise became per-configuration (issue 8 item 6), so the committed "
-    "datasets/ are stale until the lead regenerates them (python tools/make_corpora.py --all); "
-    "then this passes again and the xfail mark is to be removed",
-    strict=False,
-)
 def test_the_shipped_small_corpus_regenerates_bit_for_bit(tmp_path):
     make_corpora.generate(SMALL, out_dir=tmp_path)
     shipped = corpora.corpus_path(SMALL)
