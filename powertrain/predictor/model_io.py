@@ -10,7 +10,6 @@ dependency, so no extra package is needed to read the shipped reference models.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelFileError
+from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
 from .estimator import PowerTrainMLP
 from .predictor import TARGETS, Predictor
@@ -37,14 +37,6 @@ def _version() -> str:
     from .._version import __version__
 
     return __version__
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_predictor(model: Predictor, path: str | Path) -> Path:
@@ -75,7 +67,7 @@ def save_predictor(model: Predictor, path: str | Path) -> Path:
         "inputs": list(CONFIG_COLUMNS),
         "targets": list(TARGETS),
         "weights_file": WEIGHTS_FILE,
-        "weights_sha256": _sha256(path / WEIGHTS_FILE),
+        "weights_sha256": sha256_file(path / WEIGHTS_FILE),
         "params": params,
         "feature_ranges": model.feature_ranges_,
         "n_samples": model.n_samples_,
@@ -147,7 +139,7 @@ def load_predictor(path: str | Path) -> Predictor:
     wpath = path / name
     if not wpath.is_file():
         raise ModelFileError(f"{path}: incomplete model directory, {name} is missing")
-    digest = _sha256(wpath)
+    digest = sha256_file(wpath)
     if digest != meta["weights_sha256"]:
         raise ModelFileError(
             f"{wpath}: SHA-256 {digest[:12]}... != the {meta['weights_sha256'][:12]}... "
