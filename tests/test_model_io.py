@@ -116,6 +116,11 @@ def test_tampered_weights_refused(saved):
         (lambda d: _edit(d, weights_file="../../etc/passwd"), "plain file name"),
         (lambda d: _drop(d, "heads"), "missing field"),
         (lambda d: _drop_tensor(d), "inconsistent model"),
+        (lambda d: _edit(d, weights_sha256=12345), "64 hex digits"),
+        (lambda d: _edit(d, inputs="cores"), "list of names"),
+        (lambda d: _edit(d, heads=[1, 2]), "heads must be a JSON object"),
+        (lambda d: _edit(d, n_samples="many"), "n_samples"),
+        (lambda d: _poison_tensor(d), "NaN or infinite"),
     ],
 )
 def test_damaged_directories_refused(saved, damage, match):
@@ -134,6 +139,14 @@ def _drop(d: Path, key: str) -> None:
     meta = json.loads((d / META_FILE).read_text())
     del meta[key]
     (d / META_FILE).write_text(json.dumps(meta))
+
+
+def _poison_tensor(d: Path) -> None:
+    tensors = torch.load(d / WEIGHTS_FILE, weights_only=True)
+    key = next(k for k in tensors if k.endswith("head.bias"))
+    tensors[key] = torch.full_like(tensors[key], float("nan"))
+    torch.save(tensors, d / WEIGHTS_FILE)
+    _rehash(d)  # hash matches: only the finiteness check can catch it
 
 
 def _drop_tensor(d: Path) -> None:

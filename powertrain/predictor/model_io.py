@@ -113,12 +113,32 @@ def _read_meta(path: Path) -> dict:
     ]
     if missing:
         raise ModelFileError(f"{meta_path}: missing field(s) {', '.join(missing)}")
+    _check_types(meta_path, meta)
     if list(meta["inputs"]) != list(CONFIG_COLUMNS) or list(meta["targets"]) != list(TARGETS):
         raise ModelFileError(
             f"{meta_path}: inputs/targets {meta['inputs']}/{meta['targets']} "
             f"differ from this version's {list(CONFIG_COLUMNS)}/{list(TARGETS)}"
         )
     return meta
+
+
+def _check_types(meta_path: Path, meta: dict) -> None:
+    """Every field its JSON type, so a tampered file is a ModelFileError, not a TypeError."""
+    sha = meta["weights_sha256"]
+    if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        raise ModelFileError(f"{meta_path}: weights_sha256 must be 64 hex digits, got {sha!r}")
+    for key in ("inputs", "targets"):
+        v = meta[key]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ModelFileError(f"{meta_path}: {key} must be a list of names, got {v!r}")
+    for key in ("params", "feature_ranges", "heads"):
+        if not isinstance(meta[key], dict):
+            raise ModelFileError(f"{meta_path}: {key} must be a JSON object")
+    if not isinstance(meta.get("info", {}), dict):
+        raise ModelFileError(f"{meta_path}: info must be a JSON object")
+    n = meta.get("n_samples", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ModelFileError(f"{meta_path}: n_samples must be an integer >= 0, got {n!r}")
 
 
 def load_predictor(path: str | Path) -> Predictor:
@@ -153,6 +173,9 @@ def load_predictor(path: str | Path) -> Predictor:
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
     ):
         raise ModelFileError(f"{wpath}: expected a flat dict of tensors")
+    bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:  # a poisoned model would predict NaN everywhere, silently
+        raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
     try:
         model = Predictor(
             **{k: (tuple(v) if k == "hidden" else v) for k, v in meta["params"].items()}
