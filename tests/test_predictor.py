@@ -201,3 +201,12 @@ def test_score_is_one_float_and_by_target_is_a_dict(ref, target):
     score = ref.score(target)
     assert isinstance(score, float)
     assert score == pytest.approx(-np.mean(list(by_target.values())))
+
+
+@pytest.mark.parametrize("target_col, value", [("time_ms", 1e300), ("power_w", 1e-9)])
+def test_absurd_sample_is_refused_naming_the_row(ref, target, target_col, value):
+    s = target.head(20).reset_index(drop=True)
+    ref.transfer(s, epochs=2)  # the clean samples pass the outlier check
+    s.loc[6, target_col] = value
+    with pytest.raises(DataError, match=rf"row 7, column .{target_col}.: value .*outlier"):
+        ref.transfer(s, epochs=2)
