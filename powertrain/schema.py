@@ -17,7 +17,6 @@ from .errors import DataError
 MODE_COLUMNS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 CONFIG_COLUMNS = MODE_COLUMNS + ("batch_size",)
 TARGET_COLUMNS = ("time_ms", "power_w")
-ID_COLUMNS = ("device", "workload")
 
 
 def _where(source: str | None) -> str:

@@ -15,8 +15,9 @@ import torch
 
 import powertrain as pt
 from powertrain.errors import ModelFileError
+from powertrain.hashing import sha256_file
 from powertrain.predictor import Predictor, pretrained_names
-from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE, _sha256
+from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE
 from powertrain.predictor.synthetic import synthetic_corpus
 
 torch.set_num_threads(1)
@@ -56,7 +57,9 @@ def test_round_trip_is_bit_identical(model, saved, grid):
 def test_files_are_tensors_and_json(saved):
     assert sorted(p.name for p in saved.iterdir()) == [META_FILE, WEIGHTS_FILE]
     meta = json.loads((saved / META_FILE).read_text())
-    assert meta["format_version"] == 1 and meta["weights_sha256"] == _sha256(saved / WEIGHTS_FILE)
+    assert meta["format_version"] == 1 and meta["weights_sha256"] == sha256_file(
+        saved / WEIGHTS_FILE
+    )
     tensors = torch.load(saved / WEIGHTS_FILE, weights_only=True)
     assert all(isinstance(v, torch.Tensor) for v in tensors.values())
 
@@ -73,7 +76,7 @@ class _Payload:
 
 def _rehash(d: Path) -> None:
     meta = json.loads((d / META_FILE).read_text())
-    meta["weights_sha256"] = _sha256(d / WEIGHTS_FILE)
+    meta["weights_sha256"] = sha256_file(d / WEIGHTS_FILE)
     (d / META_FILE).write_text(json.dumps(meta))
 
 
@@ -113,6 +116,11 @@ def test_tampered_weights_refused(saved):
         (lambda d: _edit(d, weights_file="../../etc/passwd"), "plain file name"),
         (lambda d: _drop(d, "heads"), "missing field"),
         (lambda d: _drop_tensor(d), "inconsistent model"),
+        (lambda d: _edit(d, weights_sha256=12345), "64 hex digits"),
+        (lambda d: _edit(d, inputs="cores"), "list of names"),
+        (lambda d: _edit(d, heads=[1, 2]), "heads must be a JSON object"),
+        (lambda d: _edit(d, n_samples="many"), "n_samples"),
+        (lambda d: _poison_tensor(d), "NaN or infinite"),
     ],
 )
 def test_damaged_directories_refused(saved, damage, match):
@@ -131,6 +139,14 @@ def _drop(d: Path, key: str) -> None:
     meta = json.loads((d / META_FILE).read_text())
     del meta[key]
     (d / META_FILE).write_text(json.dumps(meta))
+
+
+def _poison_tensor(d: Path) -> None:
+    tensors = torch.load(d / WEIGHTS_FILE, weights_only=True)
+    key = next(k for k in tensors if k.endswith("head.bias"))
+    tensors[key] = torch.full_like(tensors[key], float("nan"))
+    torch.save(tensors, d / WEIGHTS_FILE)
+    _rehash(d)  # hash matches: only the finiteness check can catch it
 
 
 def _drop_tensor(d: Path) -> None:
@@ -170,4 +186,4 @@ def test_copy_of_directory_loads(saved, tmp_path):
 
 def test_saving_is_deterministic(model, tmp_path):
     a, b = model.save(tmp_path / "a"), model.save(tmp_path / "b")
-    assert _sha256(a / WEIGHTS_FILE) == _sha256(b / WEIGHTS_FILE)
+    assert sha256_file(a / WEIGHTS_FILE) == sha256_file(b / WEIGHTS_FILE)

@@ -36,7 +36,7 @@ def target(grid) -> pd.DataFrame:
 
 
 def test_fit_learns_reference(ref, grid):
-    scores = ref.score(synthetic_corpus(grid, "a", seed=5))
+    scores = ref.score_by_target(synthetic_corpus(grid, "a", seed=5))
     assert scores["time_ms"] < 25 and scores["power_w"] < 15
     assert set(ref.heads_) == {"time_ms", "power_w"}
     assert ref.info_["kind"] == "reference"
@@ -96,8 +96,8 @@ def test_transfer_returns_new_model_and_leaves_reference_alone(ref, target):
 def test_transfer_beats_scratch_with_few_samples(ref, target):
     samples = target.sample(20, random_state=3)
     rest = target.drop(samples.index)
-    pt_err = ref.transfer(samples).score(rest)
-    nn_err = nn_from_scratch(samples, **FAST).score(rest)
+    pt_err = ref.transfer(samples).score_by_target(rest)
+    nn_err = nn_from_scratch(samples, **FAST).score_by_target(rest)
     assert pt_err["time_ms"] < nn_err["time_ms"]
     assert pt_err["power_w"] < nn_err["power_w"]
 
@@ -109,7 +109,7 @@ def test_transfer_is_reproducible_and_mape_loss_works(ref, target):
     pd.testing.assert_frame_equal(a, b)
     m = ref.transfer(s, loss="mape", epochs=50, layers="head", head_init="fresh")
     assert m.info_["transfer"]["loss"] == "mape"
-    assert m.score(target)["power_w"] < 50
+    assert m.score_by_target(target)["power_w"] < 50
 
 
 def test_uncertainty_grows_away_from_samples(ref, target):
@@ -177,4 +177,36 @@ def test_unfitted_predictor_refuses():
 def test_gradient_boosting_baseline(target):
     gb = GradientBoostingPredictor(n_estimators=50).fit(target.sample(50, random_state=0))
     out = gb.predict(target.head(10))
-    assert (out["time_ms"] > 0).all() and gb.score(target)["time_ms"] < 100
+    assert (out["time_ms"] > 0).all() and gb.score_by_target(target)["time_ms"] < 100
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(epochs=0), "epochs"),
+        (dict(epochs=True), "epochs"),
+        (dict(learning_rate=0.0), "learning_rate"),
+        (dict(layers=""), "layers"),
+    ],
+)
+def test_transfer_refuses_zero_and_bool_settings(ref, target, kw, match):
+    # the old `x or default` turned epochs=0 into the default 100 without a word
+    with pytest.raises(DataError, match=match):
+        ref.transfer(target.head(20), **kw)
+
+
+def test_score_is_one_float_and_by_target_is_a_dict(ref, target):
+    by_target = ref.score_by_target(target)
+    assert set(by_target) == {"time_ms", "power_w"}
+    score = ref.score(target)
+    assert isinstance(score, float)
+    assert score == pytest.approx(-np.mean(list(by_target.values())))
+
+
+@pytest.mark.parametrize("target_col, value", [("time_ms", 1e300), ("power_w", 1e-9)])
+def test_absurd_sample_is_refused_naming_the_row(ref, target, target_col, value):
+    s = target.head(20).reset_index(drop=True)
+    ref.transfer(s, epochs=2)  # the clean samples pass the outlier check
+    s.loc[6, target_col] = value
+    with pytest.raises(DataError, match=rf"row 7, column .{target_col}.: value .*outlier"):
+        ref.transfer(s, epochs=2)

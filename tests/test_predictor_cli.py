@@ -87,3 +87,32 @@ def test_errors_are_one_line(files, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["predict", str(d / "modes.csv"), "-m", str(d / "nope"), "-b", "16"]) == 1
     assert "neither a model directory" in capsys.readouterr().err
+
+
+def test_output_path_problems_are_caught_before_training(files, capsys):
+    d = files
+    corpus = str(d / "corpus.csv")
+    # missing folder: refused before a single epoch runs (an unreadable corpus would
+    # otherwise be reported first, so the message proves the order)
+    assert main(["fit", str(d / "nope.csv"), "-o", str(d / "no" / "ref"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "does not exist" in err and len(err.strip().splitlines()) == 1
+    (d / "plain_file").write_text("x")
+    assert main(["fit", corpus, "-o", str(d / "plain_file"), "-q"]) == 1
+    assert "not a directory" in capsys.readouterr().err
+    assert main(["predict", str(d / "modes.csv"), "-m", "x", "-b", "16", "-o", str(d)]) == 1
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_predict_device_checks_the_modes_csv(files, capsys):
+    d = files
+    assert main(["fit", str(d / "corpus.csv"), "-o", str(d / "ref2"), "--epochs", "2", "-q"]) == 0
+    ok = ["predict", str(d / "modes.csv"), "-m", str(d / "ref2"), "-b", "16"]
+    assert main([*ok, "--device", "orin-agx", "-o", str(d / "p.csv")]) == 0
+    bad = pd.read_csv(d / "modes.csv")
+    bad.loc[3, "gpu_mhz"] = 123.0  # not a GPU frequency of the Orin AGX
+    bad.to_csv(d / "bad_modes.csv", index=False)
+    argv = ["predict", str(d / "bad_modes.csv"), "-m", str(d / "ref2"), "-b", "16"]
+    assert main([*argv, "--device", "orin-agx"]) == 1
+    err = capsys.readouterr().err
+    assert "row 5" in err and "not a power mode" in err and "orin-agx" in err

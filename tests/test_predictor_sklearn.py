@@ -9,6 +9,7 @@ the contract does not depend on the widths.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -66,3 +67,10 @@ def test_residual_blend_is_optional_and_recovers_a_scaled_target():
         np.abs(plain.predict(X) / (1.5 * y) - 1)
     )
     assert ref.correction_ is None  # the reference is left alone
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=True), dict(epochs=0), dict(epochs=2.5)])
+def test_fit_refuses_bool_zero_and_fractional_counts(kw):
+    X = np.random.default_rng(0).uniform(1, 2, size=(20, 3))
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        PowerTrainMLP(**kw).fit(X, X.sum(axis=1))

@@ -30,6 +30,37 @@ def _load_model(spec: str):
     )
 
 
+def _check_out(path: str, *, directory: bool) -> None:
+    """Refuse an output path that cannot be written, before any training runs."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise DataError(f"--out {path}: folder {parent} does not exist")
+    if directory and out.exists() and not out.is_dir():
+        raise DataError(f"--out {path}: exists and is not a directory (a model is a directory)")
+    if not directory and out.is_dir():
+        raise DataError(f"--out {path}: is a directory; give a CSV file path")
+
+
+def _modes_of_device(modes, device_name: str, source: str):
+    """Check that every row of a modes CSV is a power mode of ``device_name``."""
+    from ..devices import get_device
+    from ..schema import MODE_COLUMNS
+
+    missing = [c for c in MODE_COLUMNS if c not in modes.columns]
+    if missing:
+        raise DataError(f"{source}: missing column {missing[0]!r}")
+    known = get_device(device_name).power_modes()[list(MODE_COLUMNS)]
+    allowed = {tuple(float(v) for v in row) for row in known.itertuples(index=False)}
+    for i, row in enumerate(modes[list(MODE_COLUMNS)].itertuples(index=False)):
+        if tuple(float(v) for v in row) not in allowed:
+            raise DataError(
+                f"{source}: row {i + 2} {dict(zip(MODE_COLUMNS, row))} is not a power mode "
+                f"of device {device_name!r}"
+            )
+    return modes
+
+
 def _show_warnings(caught: list) -> None:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
@@ -38,6 +69,7 @@ def _show_warnings(caught: list) -> None:
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..predictor import Predictor
 
+    _check_out(args.out, directory=True)
     corpus = read_csv(args.corpus)
     model = Predictor(epochs=args.epochs, random_state=args.seed, progress=not args.quiet)
     model.fit(corpus, source=args.corpus)
@@ -48,6 +80,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
+    _check_out(args.out, directory=True)
     ref = _load_model(args.reference)
     samples = read_csv(args.samples)
     with warnings.catch_warnings(record=True) as caught:
@@ -66,9 +99,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    if args.out not in (None, "-"):
+        _check_out(args.out, directory=False)
     model = _load_model(args.model)
     if args.modes:
         modes = read_csv(args.modes)
+        if args.device:  # --device with a CSV: the CSV must hold that device's modes
+            modes = _modes_of_device(modes, args.device, args.modes)
     else:
         from ..devices import get_device
 

@@ -13,10 +13,18 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from ..schema import CONFIG_COLUMNS, check_columns, check_samples
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, check_samples
 
 #: below this many rows a transfer (or a fit) has nothing to validate on
 MIN_SAMPLES = 5
+
+#: a target this many robust standard deviations (log space, median/MAD) from the rest
+#: is a recording error; real Jetson times/powers across modes and batch sizes span
+#: well under a factor of 1000, so only absurd values (1e300 ms, 1e-9 W) trip this
+_OUTLIER_Z = 25.0
+#: ...and also at least this factor away from the median, so a tight table with a
+#: tiny MAD does not flag an honest 2x difference
+_OUTLIER_FACTOR = 100.0
 
 #: relative slack on training ranges before a value counts as extrapolation
 _RANGE_TOL = 1e-6
@@ -35,7 +43,29 @@ def samples_table(samples: pd.DataFrame, what: str, source: str | None = None) -
             f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
             "the paper uses 10-100 (50 by default)"
         )
+    check_outliers(df, source)
     return df
+
+
+def check_outliers(df: pd.DataFrame, source: str | None = None) -> None:
+    """Refuse a target value absurdly far from the others (log-space median/MAD).
+
+    Why: one ``time_ms`` of 1e300 makes a transfer fit garbage without any error.
+    """
+    where = f"{source}: " if source else ""
+    for target in TARGET_COLUMNS:
+        logs = np.log(df[target].to_numpy(dtype=np.float64))
+        med = float(np.median(logs))
+        dev = np.abs(logs - med)
+        mad = 1.4826 * float(np.median(dev))
+        z = dev / max(mad, 1e-12)
+        bad = np.flatnonzero((z > _OUTLIER_Z) & (dev > np.log(_OUTLIER_FACTOR)))
+        if bad.size:
+            i = int(bad[np.argmax(dev[bad])])
+            raise DataError(
+                f"{where}row {i + 1}, column {target!r}: value {df[target].iloc[i]:g} is an "
+                f"outlier (median of the others {np.exp(med):g}); fix or drop that row"
+            )
 
 
 def config_table(modes: pd.DataFrame, batch_size: int | Iterable[int] | None) -> pd.DataFrame:

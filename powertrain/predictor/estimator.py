@@ -85,8 +85,11 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"validation_fraction must be in [0, 1); got {self.validation_fraction!r}"
             )
-        if int(self.epochs) < 1 or int(self.batch_size) < 1:
-            raise ValueError("epochs and batch_size must be >= 1")
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            # bool is an int subclass: batch_size=True must not silently mean 1
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
 
     def _tx(self, X: np.ndarray) -> np.ndarray:
         if self.input_transform == "log":

@@ -10,7 +10,6 @@ dependency, so no extra package is needed to read the shipped reference models.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelFileError
+from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
 from .estimator import PowerTrainMLP
 from .predictor import TARGETS, Predictor
@@ -37,14 +37,6 @@ def _version() -> str:
     from .._version import __version__
 
     return __version__
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_predictor(model: Predictor, path: str | Path) -> Path:
@@ -75,7 +67,7 @@ def save_predictor(model: Predictor, path: str | Path) -> Path:
         "inputs": list(CONFIG_COLUMNS),
         "targets": list(TARGETS),
         "weights_file": WEIGHTS_FILE,
-        "weights_sha256": _sha256(path / WEIGHTS_FILE),
+        "weights_sha256": sha256_file(path / WEIGHTS_FILE),
         "params": params,
         "feature_ranges": model.feature_ranges_,
         "n_samples": model.n_samples_,
@@ -121,12 +113,32 @@ def _read_meta(path: Path) -> dict:
     ]
     if missing:
         raise ModelFileError(f"{meta_path}: missing field(s) {', '.join(missing)}")
+    _check_types(meta_path, meta)
     if list(meta["inputs"]) != list(CONFIG_COLUMNS) or list(meta["targets"]) != list(TARGETS):
         raise ModelFileError(
             f"{meta_path}: inputs/targets {meta['inputs']}/{meta['targets']} "
             f"differ from this version's {list(CONFIG_COLUMNS)}/{list(TARGETS)}"
         )
     return meta
+
+
+def _check_types(meta_path: Path, meta: dict) -> None:
+    """Every field its JSON type, so a tampered file is a ModelFileError, not a TypeError."""
+    sha = meta["weights_sha256"]
+    if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        raise ModelFileError(f"{meta_path}: weights_sha256 must be 64 hex digits, got {sha!r}")
+    for key in ("inputs", "targets"):
+        v = meta[key]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ModelFileError(f"{meta_path}: {key} must be a list of names, got {v!r}")
+    for key in ("params", "feature_ranges", "heads"):
+        if not isinstance(meta[key], dict):
+            raise ModelFileError(f"{meta_path}: {key} must be a JSON object")
+    if not isinstance(meta.get("info", {}), dict):
+        raise ModelFileError(f"{meta_path}: info must be a JSON object")
+    n = meta.get("n_samples", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ModelFileError(f"{meta_path}: n_samples must be an integer >= 0, got {n!r}")
 
 
 def load_predictor(path: str | Path) -> Predictor:
@@ -147,7 +159,7 @@ def load_predictor(path: str | Path) -> Predictor:
     wpath = path / name
     if not wpath.is_file():
         raise ModelFileError(f"{path}: incomplete model directory, {name} is missing")
-    digest = _sha256(wpath)
+    digest = sha256_file(wpath)
     if digest != meta["weights_sha256"]:
         raise ModelFileError(
             f"{wpath}: SHA-256 {digest[:12]}... != the {meta['weights_sha256'][:12]}... "
@@ -161,6 +173,9 @@ def load_predictor(path: str | Path) -> Predictor:
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
     ):
         raise ModelFileError(f"{wpath}: expected a flat dict of tensors")
+    bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:  # a poisoned model would predict NaN everywhere, silently
+        raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
     try:
         model = Predictor(
             **{k: (tuple(v) if k == "hidden" else v) for k, v in meta["params"].items()}

@@ -16,6 +16,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from . import checks
@@ -160,6 +161,12 @@ class Predictor(BaseEstimator):
         checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
         X = df[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
         seed = self.random_state if random_state is None else random_state
+        settings = _transfer_settings(
+            layers=self.transfer_layers if layers is None else layers,
+            head_init=self.transfer_head_init if head_init is None else head_init,
+            epochs=self.transfer_epochs if epochs is None else epochs,
+            learning_rate=(self.transfer_learning_rate if learning_rate is None else learning_rate),
+        )
         t0 = time.perf_counter()
         new = Predictor(**self.get_params())
         new.heads_ = {}
@@ -167,10 +174,7 @@ class Predictor(BaseEstimator):
             new.heads_[target] = self.heads_[target].transfer(
                 X,
                 df[target].to_numpy(dtype=np.float64),
-                layers=layers or self.transfer_layers,
-                head_init=head_init or self.transfer_head_init,
-                epochs=epochs or self.transfer_epochs,
-                learning_rate=learning_rate or self.transfer_learning_rate,
+                **settings,
                 batch_size=len(df),
                 loss=loss,
                 random_state=None if seed is None else int(seed) + i,
@@ -189,9 +193,9 @@ class Predictor(BaseEstimator):
             "reference": self.info_,
             "transfer": {
                 "loss": loss,
-                "layers": layers or self.transfer_layers,
-                "head_init": head_init or self.transfer_head_init,
-                "epochs": epochs or self.transfer_epochs,
+                "layers": settings["layers"],
+                "head_init": settings["head_init"],
+                "epochs": settings["epochs"],
                 "residual_blend": bool(self.transfer_residual_blend),
             },
             "fit_seconds": round(time.perf_counter() - t0, 3),
@@ -228,13 +232,18 @@ class Predictor(BaseEstimator):
                 out[target] = self.heads_[target].predict(X)
         return out
 
-    def score(self, samples: pd.DataFrame) -> dict[str, float]:
+    def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:
         """MAPE % of each target on measured ``samples`` (the paper's metric)."""
         from ..schema import check_samples
 
         df = check_samples(samples)
         pred = self.predict(df[list(CONFIG_COLUMNS)], return_std=False)
         return {t: mape(df[t].to_numpy(), pred[t].to_numpy()) for t in TARGETS}
+
+    def score(self, samples: pd.DataFrame) -> float:
+        """One float, higher is better (scikit-learn's contract): minus the mean MAPE %
+        over the targets. Per-target errors: :meth:`score_by_target`."""
+        return -float(np.mean(list(self.score_by_target(samples).values())))
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
@@ -266,3 +275,30 @@ def _describe(df: pd.DataFrame, n: int) -> dict:
             vals = sorted({str(v) if col != "batch_size" else int(v) for v in df[col].dropna()})
             d[col] = vals if len(vals) <= 8 else vals[:8] + ["..."]
     return d
+
+
+def _transfer_settings(
+    *, layers: str, head_init: str, epochs: int, learning_rate: float
+) -> dict[str, object]:
+    """Transfer settings checked explicitly: a caller's ``epochs=0`` is an error, never
+    silently the default (the old ``x or default`` did that)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise DataError(f"transfer: epochs must be an integer >= 1, got {epochs!r}")
+    if (
+        isinstance(learning_rate, bool)
+        or not isinstance(learning_rate, (int, float, np.floating, np.integer))
+        or not np.isfinite(learning_rate)
+        or learning_rate <= 0
+    ):
+        raise DataError(
+            f"transfer: learning_rate must be a finite number > 0, got {learning_rate!r}"
+        )
+    for name, value in (("layers", layers), ("head_init", head_init)):
+        if not isinstance(value, str) or not value:
+            raise DataError(f"transfer: {name} must be a non-empty string, got {value!r}")
+    return {
+        "layers": layers,
+        "head_init": head_init,
+        "epochs": int(epochs),
+        "learning_rate": float(learning_rate),
+    }
