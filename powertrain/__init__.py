@@ -18,6 +18,7 @@ from .errors import (
 )
 from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
+from .refine import refine_modes, with_observed
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
 from .workloads import get_workload
@@ -53,5 +54,7 @@ __all__ = [
     "get_workload",
     "pareto_front",
     "profile",
+    "refine_modes",
+    "with_observed",
     "workload_names",
 ]
