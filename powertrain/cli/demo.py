@@ -15,9 +15,20 @@ from pathlib import Path
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import numpy as np
     import pandas as pd
 
-    from .. import Predictor, Twin, fastest_under, get_device, pareto_front, profile
+    from .. import (
+        Predictor,
+        Twin,
+        fastest_under,
+        get_device,
+        pareto_front,
+        profile,
+        refine_modes,
+        with_observed,
+    )
+    from ..evaluate import cap_sweep
     from ..metrics import mape, time_penalty_pct
     from ..report import figure_png, plot_time_power, write_html
 
@@ -27,18 +38,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     twin = Twin(dev.spec, args.workload, seed=args.seed)
     say = print if not args.quiet else (lambda *a, **k: None)
 
+    n_refine = min(args.refine, max(args.samples - 10, 0))
+    n_random = args.samples - n_refine
     say(
-        f"1. profiling {args.samples} random modes of {args.workload} (batch {args.batch_size}) "
+        f"1. profiling {n_random} random modes of {args.workload} (batch {args.batch_size}) "
         f"on the {dev.name} digital twin ..."
     )
     modes = dev.power_modes()
-    picked = dev.sample(args.samples, seed=args.seed)
-    samples = profile(twin, picked, batch_size=args.batch_size, progress=not args.quiet)
-    samples.to_csv(out / "samples.csv", index=False)
-    profiled_min = samples["profile_s"].sum() / 60
-    say(
-        f"   {len(samples)} modes measured; that would take {profiled_min:.1f} min "
-        "on the board"
+    picked = dev.sample(n_random, seed=args.seed)
+    samples = profile(
+        twin, picked, batch_size=args.batch_size, progress=None if not args.quiet else False
     )
 
     say(f"2. transferring the reference model {args.reference} ...")
@@ -47,14 +56,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = ref.transfer(samples)
-    for w in caught:  # expected here: the reference grid has no 1-core / < 268 MHz modes
-        say(f"   note: {w.message}")
+        if n_refine:
+            # spend the rest of the budget on the modes this model would pick
+            first = model.predict(modes, batch_size=args.batch_size)
+            lo, hi = args.sweep
+            extra = refine_modes(first, n_refine, (lo, hi), exclude=samples)
+            say(f"   profiling the {len(extra)} modes it would pick under {lo:g}-{hi:g} W ...")
+            more = profile(
+                twin, extra[list(modes.columns)], batch_size=args.batch_size, progress=False
+            )
+            samples = pd.concat([samples, more], ignore_index=True)
+            model = ref.transfer(samples)
+    for w in {str(w.message) for w in caught}:  # e.g. modes outside the reference's grid
+        say(f"   note: {w}")
     t_transfer = time.perf_counter() - t0
+    samples.to_csv(out / "samples.csv", index=False)
+    profiled_min = samples["profile_s"].sum() / 60
+    say(
+        f"   {len(samples)} modes measured ({n_random} random + {len(samples) - n_random} "
+        f"refined); that would take {profiled_min:.1f} min on the board"
+    )
 
     say(f"3. predicting all {len(modes):,} modes ...")
     t0 = time.perf_counter()
     est = model.predict(modes, batch_size=args.batch_size)
     t_predict = time.perf_counter() - t0
+    est = with_observed(est, samples)  # profiled modes at what the board measured
     est.to_csv(out / "estimates.csv", index=False)
     truth = twin.expected(modes, batch_size=args.batch_size)
     err_t = mape(truth["time_ms"], est["time_ms"])
@@ -90,6 +117,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         if k == 0.0:
             best = pick
+    lo, hi = args.sweep
+    caps = [float(c) for c in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)]
+    for label, k in (("plain", 0.0), (f"{args.k_sigma:g} sigma", args.k_sigma)):
+        _, sweep = cap_sweep(est, truth, caps, k_sigma=k)
+        summary[f"cap sweep {lo:g}-{hi:g} W ({label})"] = (
+            f"median time penalty {sweep['penalty_median_pct']:.1f} % "
+            f"(Q1-Q3 {sweep['penalty_q1_pct']:.1f}-{sweep['penalty_q3_pct']:.1f}), "
+            f"A/L+1 {sweep['above_limit_1w_pct']:.0f} % of {sweep['caps']} caps"
+        )
     ax = plot_time_power(
         est,
         front,
@@ -124,7 +160,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reference", default="orin-agx/resnet18", help="shipped reference model or model dir"
     )
-    p.add_argument("--samples", type=int, default=50, help="modes to profile for the transfer")
+    p.add_argument("--samples", type=int, default=50, help="modes to profile for the transfer (50)")
+    p.add_argument(
+        "--refine",
+        type=int,
+        default=15,
+        help="of those, how many go to the first model's picks across the sweep (15)",
+    )
+    p.add_argument(
+        "--sweep",
+        type=float,
+        nargs=2,
+        default=(17.0, 50.0),
+        metavar=("LOW", "HIGH"),
+        help="power caps (W, 1 W steps) to score the model's decisions over (17 50)",
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--power-cap", type=float, default=30.0, help="watts")
     p.add_argument(
