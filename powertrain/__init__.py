@@ -6,6 +6,7 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 from __future__ import annotations
 
 from ._version import __version__
+from .batch_efficiency import load_r, r_vector
 from .devices import Device, get_device
 from .errors import (
     DataError,
@@ -19,6 +20,7 @@ from .errors import (
 from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
 from .refine import refine_modes, with_observed
+from .selection import select, time_to_accuracy
 from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
 from .twin import Twin
 from .workloads import get_workload
@@ -53,8 +55,12 @@ __all__ = [
     "get_device",
     "get_workload",
     "pareto_front",
+    "load_r",
     "profile",
+    "r_vector",
     "refine_modes",
+    "select",
+    "time_to_accuracy",
     "with_observed",
     "workload_names",
 ]

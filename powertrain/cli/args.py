@@ -14,3 +14,8 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
+
+
+def int_list(text: str) -> list[int]:
+    """Comma-separated positive integers, e.g. ``8,16,32`` (or one value)."""
+    return [positive_int(t.strip()) for t in text.split(",") if t.strip()]

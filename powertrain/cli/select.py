@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import DataError
 from ..optimise import fastest_under, pareto_front
 from ..schema import read_csv
+from ..selection import OBJECTIVES, select
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -18,6 +20,20 @@ def cmd_select(args: argparse.Namespace) -> int:
             f"wrote the Pareto front ({len(front)} of {len(est)} rows) to {args.front}",
             file=sys.stderr,
         )
+    if args.r:
+        best = select(
+            est,
+            args.r,
+            power_cap_w=args.power_cap,
+            objective=args.objective,
+            deadline_s=args.deadline,
+            margin_w=args.margin,
+            k_sigma=args.k_sigma,
+        )
+        best.to_frame().T.to_csv(sys.stdout, index=False)
+        return 0
+    if args.objective != "time" or args.deadline is not None:
+        raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
     best = fastest_under(
         est, power_cap_w=args.power_cap, margin_w=args.margin, k_sigma=args.k_sigma
     )
@@ -37,4 +53,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--k-sigma", type=float, default=0.0, help="also keep k x power_w_std below the cap (0)"
     )
     p.add_argument("--front", help="also write the time-power Pareto front to this CSV")
+    p.add_argument(
+        "--r",
+        help="r vector CSV (batch_size, r or samples; from `powertrain batch-r`): choose batch "
+        "size and mode jointly by time to accuracy",
+    )
+    p.add_argument(
+        "--objective", choices=OBJECTIVES, default="time", help="with --r: minimise (time)"
+    )
+    p.add_argument(
+        "--deadline", type=float, help="with --r samples: only rows reaching the target in S s"
+    )
     p.set_defaults(func=cmd_select)

@@ -1,0 +1,53 @@
+"""``powertrain batch-r``: the batch-size efficiency vector r from proxy training."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .args import int_list, positive_int
+
+
+def cmd_batch_r(args: argparse.Namespace) -> int:
+    from ..batch_efficiency import r_vector
+
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        from ..errors import DataError
+
+        raise DataError(f"--out {out}: folder {out.parent} does not exist")
+    table = r_vector(
+        args.batch_sizes,
+        seeds=range(args.seeds),
+        target_accuracy=args.target,
+        cache_dir=args.cache,
+        n_jobs=args.jobs,
+        progress=args.progress or None,
+    )
+    table.to_csv(out, index=False)
+    table.to_csv(sys.stdout, index=False, float_format="%.4g")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "batch-r",
+        help="samples to a target accuracy per batch size (the r vector) from proxy training",
+        description="Train a small CNN on scikit-learn's digits with each batch size (sqrt "
+        "learning-rate scaling) until the target validation accuracy; r_b = samples(b) / max.",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=int_list,
+        default=[8, 16, 32, 64, 128],
+        help="comma-separated batch sizes (8,16,32,64,128)",
+    )
+    p.add_argument("--seeds", type=positive_int, default=3, help="seeds per batch size (3)")
+    p.add_argument("--target", type=float, default=0.95, help="validation accuracy (0.95)")
+    p.add_argument("--cache", default=".powertrain-cache", help="cache folder (.powertrain-cache)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel trainings, joblib n_jobs (1)")
+    p.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
+    p.add_argument("-o", "--out", default="r.csv", help="output CSV (r.csv)")
+    p.set_defaults(func=cmd_batch_r)

@@ -1,0 +1,82 @@
+"""The joint choice of batch size and power mode: fastest (or least energy) to accuracy
+under a power cap ("Accelerated training on low-power edge devices", eq. 1-2).
+
+Why: a power mode picked for one batch size is not the fastest way to a trained model.
+Time to accuracy is time per sample x samples to target: TT_acc(b, mode) =
+time_ms(b, mode) / b x N(b), where N(b) comes from the r vector (its ``samples``
+column when given, else r itself, which only ranks and cannot meet a deadline).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .batch_efficiency import load_r
+from .errors import DataError, NoFeasibleModeError
+from .optimise import _watts, fastest_under
+
+OBJECTIVES = ("time", "energy")
+
+
+def time_to_accuracy(estimates: pd.DataFrame, r) -> pd.DataFrame:
+    """``estimates`` plus ``tt_acc`` (seconds when r has samples, else relative units)
+    and ``energy_acc`` (J, or relative), for every row whose batch size r covers."""
+    if "batch_size" not in estimates.columns:
+        raise DataError("estimates need a batch_size column to join with the r vector")
+    rv = load_r(r)
+    have = set(rv.batch_size)
+    sizes = set(estimates["batch_size"].astype(int))
+    missing = sorted(sizes - have)
+    if missing:
+        raise DataError(
+            f"the r vector has no entry for batch size(s) {missing} of the estimates "
+            f"(r covers {sorted(have)})"
+        )
+    n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]
+    b = estimates["batch_size"].astype(int)
+    per_sample_s = estimates["time_ms"].astype(float) / 1e3 / b
+    tt = per_sample_s * b.map(n).astype(float).to_numpy()
+    out = estimates.assign(tt_acc=tt.to_numpy())
+    return out.assign(energy_acc=out["tt_acc"] * out["power_w"].astype(float))
+
+
+def select(
+    estimates: pd.DataFrame,
+    r,
+    power_cap_w: float,
+    objective: str = "time",
+    deadline_s: float | None = None,
+    margin_w: float = 0.0,
+    k_sigma: float = 0.0,
+) -> pd.Series:
+    """The (batch size, power mode) row minimising time (or energy) to accuracy whose
+    predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
+
+    ``deadline_s`` (needs r with absolute ``samples``) keeps only rows that reach the
+    target in time — with ``objective="energy"`` the cheapest way to finish by then.
+    Ties are broken by lower power, then smaller batch size, then the row order, so the
+    same input always gives the same pick. Raises :class:`NoFeasibleModeError` naming
+    the lowest reachable power when nothing fits.
+    """
+    if objective not in OBJECTIVES:
+        raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    est = time_to_accuracy(estimates, r)
+    if deadline_s is not None:
+        deadline_s = _watts("deadline_s", deadline_s, positive=True)
+        if "samples" not in load_r(r).columns:
+            raise DataError(
+                "deadline_s needs absolute samples to target (an r with a 'samples' column)"
+            )
+        est = est[est["tt_acc"] <= deadline_s]
+        if est.empty:
+            raise NoFeasibleModeError(
+                f"no configuration reaches the target within {deadline_s:g} s"
+            )
+    cost = "tt_acc" if objective == "time" else "energy_acc"
+    # deterministic ties: cost, then power, then batch size, then the original order
+    keys = (est["batch_size"].to_numpy(), est["power_w"].to_numpy(), est[cost].to_numpy())
+    order = np.lexsort((np.arange(len(est)), *keys))
+    return fastest_under(
+        est.iloc[order], power_cap_w, margin_w=margin_w, k_sigma=k_sigma, time=cost
+    )
