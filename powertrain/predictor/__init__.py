@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .checks import MIN_SAMPLES, ExtrapolationWarning
 from .estimator import PowerTrainMLP
-from .model_io import load_pretrained, pretrained_names
+from .model_io import pretrained_names
 from .predictor import TARGETS, Predictor
 
 __all__ = [
@@ -17,6 +17,5 @@ __all__ = [
     "ExtrapolationWarning",
     "PowerTrainMLP",
     "Predictor",
-    "load_pretrained",
     "pretrained_names",
 ]

@@ -15,14 +15,15 @@ import os
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
 from ..errors import ModelFileError
 from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
+from ..schema import TARGET_COLUMNS as TARGETS
 from .estimator import PowerTrainMLP
-from .predictor import TARGETS, Predictor
 
 FORMAT = "powertrain-predictor"
 #: bump on any change a older reader would misread; readers accept only this major
@@ -39,7 +40,7 @@ def _version() -> str:
     return __version__
 
 
-def save_predictor(model: Predictor, path: str | Path) -> Path:
+def save_predictor(model: Any, path: str | Path) -> Path:
     """Write ``model`` to directory ``path`` (created; existing model files replaced)."""
     if not hasattr(model, "heads_"):
         raise ModelFileError("cannot save an unfitted Predictor; call fit() or transfer() first")
@@ -141,8 +142,10 @@ def _check_types(meta_path: Path, meta: dict) -> None:
         raise ModelFileError(f"{meta_path}: n_samples must be an integer >= 0, got {n!r}")
 
 
-def load_predictor(path: str | Path) -> Predictor:
-    """Read a model directory; :class:`ModelFileError` if incomplete, tampered or foreign.
+def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
+    """Read a model directory into ``factory(**params)`` (the Predictor class, passed in
+    so this module never imports it); :class:`ModelFileError` if incomplete, tampered or
+    foreign.
 
     Order matters: metadata is checked, then the weights' SHA-256, and only then are the
     weights read, with torch's tensor-only unpickler.
@@ -177,7 +180,7 @@ def load_predictor(path: str | Path) -> Predictor:
     if bad:  # a poisoned model would predict NaN everywhere, silently
         raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
     try:
-        model = Predictor(
+        model = factory(
             **{k: (tuple(v) if k == "hidden" else v) for k, v in meta["params"].items()}
         )
         model.heads_ = {}
@@ -209,7 +212,7 @@ def pretrained_names() -> list[str]:
     return sorted(names)
 
 
-def load_pretrained(name: str) -> Predictor:
+def load_pretrained(name: str, factory: Callable[..., Any]) -> Any:
     """A shipped reference model by ``device/workload`` name."""
     available = pretrained_names()
     if name not in available:
@@ -219,4 +222,4 @@ def load_pretrained(name: str) -> Predictor:
     device, workload = name.split("/")
     ref = resources.files(PRETRAINED_PACKAGE).joinpath(device, workload)
     with resources.as_file(ref) as p:
-        return load_predictor(p)
+        return load_predictor(p, factory)

@@ -257,14 +257,14 @@ class Predictor(BaseEstimator):
         """Read a model directory written by :meth:`save`; refuses anything suspicious."""
         from .model_io import load_predictor
 
-        return load_predictor(path)
+        return load_predictor(path, cls)
 
     @classmethod
     def from_pretrained(cls, name: str) -> Predictor:
         """A shipped reference model, e.g. ``"orin-agx/resnet18"``."""
         from .model_io import load_pretrained
 
-        return load_pretrained(name)
+        return load_pretrained(name, cls)
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
