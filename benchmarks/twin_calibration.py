@@ -2,7 +2,7 @@
 
 Prints (and with ``--json PATH`` writes) four things, all measured on the twin now:
 
-1. the calibration table of DESIGN.md: target, twin value (``Twin.expected``: what the
+1. the calibration table of docs/twin.md: target, twin value (``Twin.expected``: what the
    board measures on average, seed 0), ratio, within +-15 %?;
 2. ResNet-18 time and power ranges (max / min) over the Orin AGX profiling grid
    (4,368 modes) against the paper's 36x and 4.3x (+-25 %), from ``expected`` and from
@@ -43,7 +43,7 @@ import powertrain as pt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-TOL = 0.15  # calibration rows (DESIGN.md)
+TOL = 0.15  # calibration rows (docs/twin.md)
 RANGE_TOL = 0.25  # grid ranges (issue 2)
 P1 = "PowerTrain FGCS 2024"
 P2 = "Accelerated training on low-power edge devices"
@@ -304,7 +304,7 @@ def main(argv=None) -> dict:
     fl.update(nn_floor(corpus, args.seed, quick=args.quick))
     dec = decision_checks(args.seed, draws=5 if args.quick else 20)
 
-    print(f"Calibration (DESIGN.md table; twin = Twin.expected, seed {args.seed})")
+    print(f"Calibration (docs/twin.md table; twin = Twin.expected, seed {args.seed})")
     print(
         f"{'case':26s} {'mode':52s} {'qty':6s} {'target':>8s} {'twin':>9s} {'ratio':>6s}  "
         "+-15%?  kind"

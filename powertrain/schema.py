@@ -1,4 +1,4 @@
-"""The one table format everything exchanges (DESIGN.md, "Data schema"), and its checks.
+"""The one table format everything exchanges (docs/design.md, "Tables"), and its checks.
 
 Why: corpora, samples and predictions cross the package boundary as DataFrames/CSV; a
 bad file must fail here with the file, row and column named, not deep inside pandas.

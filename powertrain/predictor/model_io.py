@@ -1,7 +1,7 @@
 """Model directories: tensors + JSON, verified before anything is deserialised.
 
-Why: model files get downloaded and shared, so they are data, never code (DESIGN.md,
-"Safety"). A directory holds ``model.json`` (format name and version, hyper-parameters,
+Why: model files get downloaded and shared, so they are data, never code (docs/design.md,
+"Model files"). A directory holds ``model.json`` (format name and version, hyper-parameters,
 provenance, the SHA-256 of the weights) and ``weights.pt``, a flat dict of tensors that
 is only ever read with ``torch.load(weights_only=True)`` -- torch's restricted unpickler
 that refuses any class or function -- and only after its hash matched. Torch is already a

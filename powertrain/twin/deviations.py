@@ -1,4 +1,4 @@
-"""How a real board departs from the physics, seeded per (seed, device, workload) (DESIGN.md).
+"""How a real board departs from the physics, seeded per (seed, device, workload) (docs/twin.md).
 
 Why: a twin that follows its own equations exactly would let any predictor reach ~0 %
 error; one that departs by an independent draw per mode makes the true optimum under a

@@ -1,7 +1,7 @@
 """The twin's physical parameters, read from the ``twin`` key of a device spec and the
 ``params`` of a workload spec.
 
-Why: devices and workloads are data (DESIGN.md); this module is the one place that says
+Why: devices and workloads are data (docs/design.md); this module is the one place that says
 which keys the twin reads, which are optional (with their defaults) and what a clear
 error looks like when a user-written spec lacks one.
 """

@@ -1,7 +1,7 @@
 """Time and power of one training minibatch from first principles (vectorised).
 
 Why: the twin must behave like a board for reasons a Jetson user recognises, not like a
-lookup table (DESIGN.md, "The digital twin"):
+lookup table (docs/twin.md):
 
 * GPU compute time ~ FLOPs / (f_gpu x parallel efficiency), efficiency b/(b + b_half)
   rising with the batch; memory time ~ bytes / f_mem; the two joined by a p-norm (a
