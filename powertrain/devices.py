@@ -88,8 +88,21 @@ class Device:
         ``stratified`` spreads the draw over GPU x memory frequency cells (the two knobs
         that move time and power most), so small samples still cover the space.
         """
+        if modes is None and not stratified:
+            # draw positions in the mode space and decode them: the same rows as indexing
+            # power_modes(), without building a space that may hold 10^11 modes
+            s = self.spec
+            axes = [np.arange(s.min_cores, s.cores + 1), s.cpu_mhz, s.gpu_mhz, s.mem_mhz]
+            total = int(np.prod([len(a) for a in axes], dtype=object))
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= total:
+                raise ValueError(f"n must be an integer in 1..{total}, got {n!r}")
+            idx = np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
+            pos = np.unravel_index(idx, [len(a) for a in axes])
+            out = pd.DataFrame({c: np.asarray(a)[p] for c, a, p in zip(MODE_COLUMNS, axes, pos)})
+            out["cores"] = out["cores"].astype(int)
+            return out
         pool = self.power_modes() if modes is None else modes.reset_index(drop=True)
-        if not isinstance(n, (int, np.integer)) or not 0 < n <= len(pool):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= len(pool):
             raise ValueError(f"n must be an integer in 1..{len(pool)}, got {n!r}")
         rng = np.random.default_rng(seed)
         if not stratified:

@@ -88,14 +88,20 @@ def _load_json(path: Path) -> dict:
     return data
 
 
+#: no clock this package drives runs at 100 GHz: above it a spec value is a typo or an attack
+MAX_MHZ = 1e5
+
+
 def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
     raw = data.get(key)
     if not isinstance(raw, (list, tuple)) or not raw:
         raise SpecError(f"{where}: '{key}' must be a non-empty list of frequencies in MHz")
     out = []
     for i, v in enumerate(raw):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise SpecError(f"{where}: '{key}'[{i}] = {v!r} is not a positive number (MHz)")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_MHZ:
+            raise SpecError(
+                f"{where}: '{key}'[{i}] = {v!r} is not a frequency in MHz (0 < f <= {MAX_MHZ:g})"
+            )
         out.append(float(v))
     if len(set(out)) != len(out):
         raise SpecError(f"{where}: '{key}' lists a frequency twice")
@@ -113,8 +119,8 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}: 'name' must be a non-empty string")
     cores = data["cores"]
-    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
-        raise SpecError(f"{where}: 'cores' must be a positive integer, found {cores!r}")
+    if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1024:
+        raise SpecError(f"{where}: 'cores' must be an integer in 1..1024, found {cores!r}")
     min_cores = data.get("min_cores", 1)
     if not isinstance(min_cores, int) or not 1 <= min_cores <= cores:
         raise SpecError(f"{where}: 'min_cores' must be an integer in 1..{cores}")

@@ -165,7 +165,7 @@ def test_user_device_spec_from_dict_and_file(tmp_path):
         ),
         (
             '{"name": "x", "cores": 2, "cpu_mhz": [1, "fast"], "gpu_mhz": [1], "mem_mhz": [1]}',
-            r"'cpu_mhz'\[1\] = 'fast' is not a positive number",
+            r"'cpu_mhz'\[1\] = 'fast' is not a frequency in MHz",
         ),
     ],
 )
@@ -180,3 +180,30 @@ def test_malformed_device_spec_files_name_the_file_and_field(tmp_path, text, mat
 def test_missing_spec_file():
     with pytest.raises(SpecError, match="does not exist"):
         pt.get_device("nowhere/board.json")
+
+
+def test_sampling_a_huge_space_does_not_enumerate_it():
+    spec = dict(
+        name="huge",
+        cores=1000,
+        cpu_mhz=list(range(1, 1001)),
+        gpu_mhz=list(range(1, 1001)),
+        mem_mhz=list(range(1, 101)),
+    )  # 10^11 modes: enumerating them would need terabytes
+    s = pt.get_device(spec).sample(100, seed=0)
+    assert len(s) == 100 and not s.duplicated().any()
+    assert s.cores.between(1, 1000).all() and s.mem_mhz.between(1, 100).all()
+
+
+def test_sample_draws_the_same_modes_as_indexing_the_space():
+    dev = pt.get_device("orin-agx")
+    pool = dev.power_modes()
+    idx = np.sort(np.random.default_rng(3).choice(len(pool), 50, replace=False))
+    assert dev.sample(50, seed=3).equals(pool.iloc[idx].reset_index(drop=True))
+
+
+@pytest.mark.parametrize("bad", [float("inf"), 1e300, float("nan"), 0, -1])
+def test_absurd_spec_frequencies_are_refused(bad):
+    spec = dict(name="x", cores=4, cpu_mhz=[100], gpu_mhz=[100, bad], mem_mhz=[100])
+    with pytest.raises(pt.SpecError, match=r"'gpu_mhz'\[1\] = .* is not a frequency in MHz"):
+        pt.get_device(spec)
