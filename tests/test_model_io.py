@@ -187,3 +187,27 @@ def test_copy_of_directory_loads(saved, tmp_path):
 def test_saving_is_deterministic(model, tmp_path):
     a, b = model.save(tmp_path / "a"), model.save(tmp_path / "b")
     assert sha256_file(a / WEIGHTS_FILE) == sha256_file(b / WEIGHTS_FILE)
+
+
+def test_an_interrupted_save_leaves_the_old_model_loadable(tmp_path, monkeypatch):
+    from powertrain.predictor import model_io
+
+    ref = Predictor.from_pretrained("orin-agx/mobilenetv3")
+    target = tmp_path / "m"
+    ref.save(target)
+    (target / "README.md").write_text("model card")
+    before = (target / "weights.pt").read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(model_io, "sha256_file", boom)  # fails after the weights are written
+    with pytest.raises(OSError, match="disk full"):
+        Predictor.from_pretrained("orin-agx/resnet18").save(target)
+    monkeypatch.undo()
+    assert (target / "weights.pt").read_bytes() == before
+    Predictor.load(target)  # still the old, whole model
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no half-written folder left
+    Predictor.from_pretrained("orin-agx/resnet18").save(target)  # a good save replaces it
+    assert (target / "weights.pt").read_bytes() != before
+    assert (target / "README.md").read_text() == "model card"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -45,37 +46,55 @@ def save_predictor(model: Any, path: str | Path) -> Path:
     if not hasattr(model, "heads_"):
         raise ModelFileError("cannot save an unfitted Predictor; call fit() or transfer() first")
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_dir():
+        raise ModelFileError(f"{path}: exists and is not a model directory")
     tensors: dict[str, torch.Tensor] = {}
     heads = {}
     for target in TARGETS:
         t, meta = model.heads_[target].export_state()
         tensors.update({f"{target}.{k}": v.contiguous() for k, v in t.items()})
         heads[target] = meta
-    # write weights first (atomically), then the metadata that vouches for them
-    fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
-    os.close(fd)
-    with open(tmp, "wb") as f:  # a file object: the archive name is fixed, so equal
-        torch.save(tensors, f)  # tensors give equal bytes (torch names it after the path)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; a model directory is meant to be shared
-    os.replace(tmp, path / WEIGHTS_FILE)
-    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}
-    meta = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "powertrain_version": _version(),
-        "torch_version": torch.__version__,
-        "inputs": list(CONFIG_COLUMNS),
-        "targets": list(TARGETS),
-        "weights_file": WEIGHTS_FILE,
-        "weights_sha256": sha256_file(path / WEIGHTS_FILE),
-        "params": params,
-        "feature_ranges": model.feature_ranges_,
-        "n_samples": model.n_samples_,
-        "info": model.info_,
-        "heads": heads,
-    }
-    (path / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    # everything goes into a sibling folder first, which then takes the old one's place:
+    # an interrupted save leaves the old model (or no model), never a mix of the two
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".new"))
+    try:
+        os.chmod(new, 0o755)  # mkdtemp makes it private; a model directory is meant to be shared
+        with open(new / WEIGHTS_FILE, "wb") as f:  # a file object: the archive name is fixed,
+            torch.save(tensors, f)  # so equal tensors give equal bytes
+        params = {
+            k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()
+        }
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "powertrain_version": _version(),
+            "torch_version": torch.__version__,
+            "inputs": list(CONFIG_COLUMNS),
+            "targets": list(TARGETS),
+            "weights_file": WEIGHTS_FILE,
+            "weights_sha256": sha256_file(new / WEIGHTS_FILE),
+            "params": params,
+            "feature_ranges": model.feature_ranges_,
+            "n_samples": model.n_samples_,
+            "info": model.info_,
+            "heads": heads,
+        }
+        (new / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        if path.is_dir():
+            for f in path.iterdir():  # keep what else lives there (e.g. a model card)
+                if f.is_file() and f.name not in (WEIGHTS_FILE, META_FILE):
+                    shutil.copy2(f, new / f.name)
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(new, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(new, path)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
     return path
 
 
