@@ -295,7 +295,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="orin-agx")
     ap.add_argument("--json")
     ap.add_argument("--png")
+    ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
     args = ap.parse_args(argv)
+    if args.show:
+        with open(args.show) as f:
+            saved = json.load(f)
+        print_results(saved["results"])
+        return saved
     caps = check_caps(args.caps)
     strategies = check_strategies(args.strategies)
     draws, workloads = args.draws, args.workloads
@@ -324,22 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"Optimisation on the twin ({args.device}, caps {caps.min():g}-{caps.max():g} W, "
         f"{len(caps)} caps, {draws} draws; truth = Twin.expected over the 4,368-mode grid)"
     )
-    print(
-        f"{'workload':12s} {'strategy':11s} {'median%':>8s} {'Q1%':>6s} {'Q3%':>6s} "
-        f"{'A/L%':>6s} {'A/L+1%':>7s} {'AUC W':>6s}"
-    )
-    for wl, r in results.items():
-        for s, v in r["strategies"].items():
-            print(
-                f"{wl:12s} {s:11s} {v['penalty_median']:8.2f} {v['penalty_q1']:6.2f} "
-                f"{v['penalty_q3']:6.2f} "
-                f"{v['al_pct']:6.1f} {v['al1_pct']:7.1f} {v['auc_w']:6.2f}"
-            )
-    print("\nExperimental rules: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTAL.items()))
-    print("Refinement (library): " + "; ".join(f"{k}: {v}" for k, v in REFINED.items()))
-    print("\nPaper (PowerTrain FGCS 2024 §5.2):")
-    for k, v in PAPER.items():
-        print(f"  {k:8s} {v}")
+    print_results(results)
     print(f"\nwall time {time.time() - t0:.0f} s")
     out = {
         "device": args.device,
@@ -354,6 +345,64 @@ def main(argv: list[str] | None = None) -> dict:
     if args.png:
         plot(out, args.png)
     return out
+
+
+#: which workloads defaults were chosen on (issue 9 item 5); the rest are held out
+TUNING = {"mobilenetv3": "tuning", "resnet18": "tuning"}
+
+
+def print_results(results: dict) -> None:
+    """The table, the done-when checks of issue 9 with PASS/MISS, and the paper."""
+    print(
+        f"{'workload':12s} {'set':8s} {'strategy':13s} {'median%':>8s} {'Q1%':>6s} {'Q3%':>6s} "
+        f"{'A/L%':>6s} {'A/L+1%':>7s} {'AUC W':>6s}"
+    )
+    for wl, r in results.items():
+        for s, v in r["strategies"].items():
+            print(
+                f"{wl:12s} {TUNING.get(wl, 'held-out'):8s} {s:13s} {v['penalty_median']:8.2f} "
+                f"{v['penalty_q1']:6.2f} {v['penalty_q3']:6.2f} "
+                f"{v['al_pct']:6.1f} {v['al1_pct']:7.1f} {v['auc_w']:6.2f}"
+            )
+    print("\nExperimental rules: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTAL.items()))
+    print("Refinement (library): " + "; ".join(f"{k}: {v}" for k, v in REFINED.items()))
+    print(
+        "Tuning disclosure: the twin's interaction size was set after looking at PT@50 on all "
+        "workloads (docs/twin.md), and the 35/15 refinement split after looking at MobileNetV3 "
+        "and YOLOv8n; 'held-out' means no predictor default was chosen on it."
+    )
+    print("\nTargets (issue 9)")
+
+    def check(label: str, value: float, limit: float) -> None:
+        ok = value <= limit
+        by = "" if ok else f" (by {value - limit:.2f})"
+        print(f"  {label:58s} {value:7.2f} <= {limit:g}  {'PASS' if ok else 'MISS' + by}")
+
+    for wl in ("mobilenetv3", "yolov8n"):
+        if wl in results:
+            st = results[wl]["strategies"]
+            for s in ("PT@50", "PT@35+15+obs"):
+                if s in st:
+                    check(f"{wl} {s} median penalty %", st[s]["penalty_median"], 1.0)
+    for wl, r in results.items():
+        st = r["strategies"]
+        if "PT@50" in st and "NN@50" in st:
+            check(
+                f"{wl} PT@50 median - NN@50 median (points)",
+                st["PT@50"]["penalty_median"] - st["NN@50"]["penalty_median"],
+                0.0,
+            )
+        if "PT@50+1s" in st:
+            check(f"{wl} PT@50+1s A/L+1 %", st["PT@50+1s"]["al1_pct"], 5.0)
+            check(f"{wl} PT@50+1s median penalty %", st["PT@50+1s"]["penalty_median"], 3.0)
+    al1 = [
+        r["strategies"]["PT@50"]["al1_pct"] for r in results.values() if "PT@50" in r["strategies"]
+    ]
+    if al1:
+        print(f"  PT@50 A/L+1 over all workloads: {np.mean(al1):.1f} % (paper 26.5 %)")
+    print("\nPaper (PowerTrain FGCS 2024 §5.2):")
+    for k, v in PAPER.items():
+        print(f"  {k:8s} {v}")
 
 
 def plot(out: dict, path: str) -> None:
