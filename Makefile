@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
-TRAIN_REFERENCE ?= -m powertrain.predictor.reference
+TRAIN_REFERENCE ?= tools/train_reference.py
 
 .PHONY: setup demo test lint bench clean
 

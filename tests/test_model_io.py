@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from synthetic import synthetic_corpus
 
 import powertrain as pt
 from powertrain.errors import ModelFileError
 from powertrain.hashing import sha256_file
 from powertrain.predictor import Predictor, pretrained_names
 from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE
-from powertrain.predictor.synthetic import synthetic_corpus
 
 torch.set_num_threads(1)
 

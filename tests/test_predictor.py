@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from synthetic import synthetic_corpus
 
 import powertrain as pt
 from powertrain.errors import DataError
 from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
-from powertrain.predictor.synthetic import synthetic_corpus
 
 torch.set_num_threads(1)
 

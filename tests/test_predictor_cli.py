@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from synthetic import synthetic_corpus
 
 import powertrain as pt
 from powertrain.cli import main
-from powertrain.predictor.synthetic import synthetic_corpus
 
 torch.set_num_threads(1)
 

@@ -3,7 +3,7 @@
 Why: the reference models in ``reference_models/`` must be reproducible by anyone with
 one command, and their cards must state figures measured by that same run:
 
-    python -m powertrain.predictor.reference orin-agx/resnet18
+    python tools/train_reference.py orin-agx/resnet18
 
 The model is trained on the whole grid corpus at batch 16 (paper §3.2: 90 % to train,
 10 % to pick the best epoch); the card reports the MAPE on those held-out 10 %.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from ..corpora import load_corpus, provenance
-from .predictor import TARGETS, Predictor
+from powertrain.corpora import load_corpus, provenance
+from powertrain.predictor import TARGETS, Predictor
 
 #: shipped reference name -> corpus it is trained on
 REFERENCES = {
@@ -27,7 +27,7 @@ REFERENCES = {
     "orin-agx/mobilenetv3": "orin-agx_mobilenetv3_bs16",
 }
 
-_REPO_MODELS = Path(__file__).resolve().parents[2] / "reference_models"
+_REPO_MODELS = Path(__file__).resolve().parents[1] / "reference_models"
 
 
 def train_reference(name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True) -> Path:
@@ -112,7 +112,7 @@ thread(s).
 ## Retrain
 
 ```
-python -m powertrain.predictor.reference {name}
+python tools/train_reference.py {name}
 ```
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import MODE_COLUMNS
+from powertrain.schema import MODE_COLUMNS
 
 #: per-workload mixes of (gpu, memory, cpu) work and power scale; any floats work
 WORKLOADS = {
