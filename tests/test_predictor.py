@@ -109,7 +109,10 @@ def test_transfer_is_reproducible_and_mape_loss_works(ref, target):
     pd.testing.assert_frame_equal(a, b)
     m = ref.transfer(s, loss="mape", epochs=50, layers="head", head_init="fresh")
     assert m.info_["transfer"]["loss"] == "mape"
-    assert m.score_by_target(target)["power_w"] < 50
+    # measured 9.6 % / 4.3 % (the untransferred reference: 55 % / 16 %); headroom ~1.5x
+    err, before = m.score_by_target(target), ref.score_by_target(target)
+    assert err["time_ms"] < 15 and err["power_w"] < 7
+    assert err["time_ms"] < before["time_ms"] / 2 and err["power_w"] < before["power_w"] / 2
 
 
 def test_uncertainty_grows_away_from_samples(ref, target):
@@ -177,7 +180,10 @@ def test_unfitted_predictor_refuses():
 def test_gradient_boosting_baseline(target):
     gb = GradientBoostingPredictor(n_estimators=50).fit(target.sample(50, random_state=0))
     out = gb.predict(target.head(10))
-    assert (out["time_ms"] > 0).all() and gb.score_by_target(target)["time_ms"] < 100
+    assert (out["time_ms"] > 0).all()
+    # measured 7.2 % / 5.2 %; predicting the samples' median everywhere scores 45 % / 34 %
+    err = gb.score_by_target(target)
+    assert err["time_ms"] < 11 and err["power_w"] < 8
 
 
 @pytest.mark.parametrize(
