@@ -216,3 +216,38 @@ def test_absurd_sample_is_refused_naming_the_row(ref, target, target_col, value)
     s.loc[6, target_col] = value
     with pytest.raises(DataError, match=rf"row 7, column .{target_col}.: value .*outlier"):
         ref.transfer(s, epochs=2)
+
+
+def _twin_samples(n=30):
+    return pt.profile(
+        pt.Twin("orin-agx", "mobilenetv3", seed=0),
+        pt.get_device("orin-agx").sample(n, seed=1),
+        batch_size=16,
+        progress=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda s: s.assign(gpu_mhz=s.gpu_mhz.where(s.index != 3, 999.9)), "gpu_mhz"),
+        (lambda s: s.assign(cores=s.cores.where(s.index != 2, 64)), "cores"),
+        (lambda s: s.assign(device="xyzzy"), "column 'device'.*xyzzy"),
+        (lambda s: s.assign(device=["nano"] + ["orin-agx"] * (len(s) - 1)), "one device"),
+    ],
+)
+def test_samples_are_checked_against_their_device(change, match):
+    ref = Predictor.from_pretrained("orin-agx/resnet18")
+    with pytest.raises((DataError, pt.ModeError), match=match):
+        ref.transfer(change(_twin_samples()))
+
+
+def test_duplicate_samples_are_averaged_not_counted_twice():
+    from powertrain.predictor.checks import DuplicateSamplesWarning, samples_table
+
+    s = _twin_samples()
+    doubled = pd.concat([s, s.iloc[:5].assign(time_ms=s.time_ms.iloc[:5] * 1.1)])
+    with pytest.warns(DuplicateSamplesWarning, match="5 repeated"):
+        out = samples_table(doubled, "transfer")
+    assert len(out) == len(s)
+    assert out.time_ms.iloc[0] == pytest.approx(s.time_ms.iloc[0] * 1.05)

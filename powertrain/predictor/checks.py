@@ -12,7 +12,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError
+from ..devices import get_device
+from ..errors import DataError, PowerTrainError
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, check_samples
 
 #: below this many rows a transfer (or a fit) has nothing to validate on
@@ -43,8 +44,54 @@ def samples_table(samples: pd.DataFrame, what: str, source: str | None = None) -
             f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
             "the paper uses 10-100 (50 by default)"
         )
+    df = check_device(df, source)
+    df = average_duplicates(df, what)
     check_outliers(df, source)
     return df
+
+
+def check_device(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """With a ``device`` column: one known device, and every row one of its modes.
+
+    Why: a 999.9 MHz GPU clock or 64 cores on an Orin is a typo or another board's data,
+    and a model trained on it predicts a board that does not exist.
+    """
+    if "device" not in df.columns:
+        return df
+    where = f"{source}: " if source else ""
+    names = df["device"].dropna().astype(str).unique()
+    if len(names) != 1 or df["device"].isna().any():
+        raise DataError(
+            f"{where}column 'device' must hold one device for every row, found "
+            f"{sorted(names) or 'none'}{' and empty cells' if df['device'].isna().any() else ''}"
+        )
+    try:
+        dev = get_device(names[0])
+    except PowerTrainError as e:
+        raise DataError(f"{where}column 'device': {e}") from None
+    dev.validate(df, source=source or "samples", batch_size=True)
+    return df
+
+
+def average_duplicates(df: pd.DataFrame, what: str) -> pd.DataFrame:
+    """One row per configuration: repeated measurements are averaged (with a warning),
+    so a mode profiled twice is not counted as two samples."""
+    keys = list(CONFIG_COLUMNS)
+    dup = df.duplicated(keys, keep=False)
+    if not dup.any():
+        return df
+    n = int(df.duplicated(keys).sum())
+    warnings.warn(
+        f"{what}: {n} repeated configuration(s) averaged into one row each",
+        DuplicateSamplesWarning,
+        stacklevel=4,
+    )
+    agg = {c: ("mean" if c in TARGET_COLUMNS else "first") for c in df.columns if c not in keys}
+    return df.groupby(keys, as_index=False, sort=False).agg(agg)[list(df.columns)]
+
+
+class DuplicateSamplesWarning(UserWarning):
+    """Samples held the same configuration more than once; they were averaged."""
 
 
 def check_outliers(df: pd.DataFrame, source: str | None = None) -> None:
