@@ -17,7 +17,7 @@ import pandas as pd
 
 from .fleet_cases import OBJECTIVE_COLUMN, CaseResult
 from .fleet_spec import OBJECTIVES, FleetSpec
-from .report import figure_png, format_value, new_figure, table_html
+from .figures import figure_png, format_value, new_figure, table_html
 from .schema import MODE_COLUMNS
 
 STYLE = """body{font-family:sans-serif;margin:1.5em auto;max-width:80em;padding:0 1em}

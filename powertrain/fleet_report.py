@@ -157,9 +157,10 @@ def _run_dask(groups: list[list[Case]], address: str) -> Iterator[list[CaseResul
 
     client = connect(address)
     try:
-        futures = [client.submit(run_group, g, pure=False) for g in groups]
-        for future in as_completed(futures):
-            yield future.result()
+        with client.as_current():
+            futures = [client.submit(run_group, g, pure=False) for g in groups]
+            for future in as_completed(futures):
+                yield future.result()
     finally:
         client.close()
 

@@ -36,7 +36,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     from ..evaluate import cap_sweep
     from ..metrics import mape, time_penalty_pct
-    from ..report import figure_png, new_figure, plot_time_power, write_html
+    from ..figures import figure_png, new_figure, plot_time_power, write_html
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
