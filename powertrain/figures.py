@@ -128,8 +128,7 @@ def table_html(table: pd.DataFrame) -> str:
     body = "".join(
         "<tr>"
         + "".join(
-            f"<td>{html.escape(format_value(str(c), v))}</td>"
-            for c, v in zip(table.columns, row)
+            f"<td>{html.escape(format_value(str(c), v))}</td>" for c, v in zip(table.columns, row)
         )
         + "</tr>"
         for row in table.itertuples(index=False)

@@ -15,9 +15,9 @@ import json
 
 import pandas as pd
 
+from .figures import figure_png, format_value, new_figure, table_html
 from .fleet_cases import OBJECTIVE_COLUMN, CaseResult
 from .fleet_spec import OBJECTIVES, FleetSpec
-from .figures import figure_png, format_value, new_figure, table_html
 from .schema import MODE_COLUMNS
 
 STYLE = """body{font-family:sans-serif;margin:1.5em auto;max-width:80em;padding:0 1em}
@@ -173,7 +173,8 @@ def case_page(result: CaseResult) -> str:
 def case_files(result: CaseResult) -> dict[str, bytes]:
     """Every file of a case folder, by name."""
     est = io.BytesIO()
-    result.estimates.to_csv(est, index=False, compression={"method": "gzip", "mtime": 0, "compresslevel": 1})
+    gz = {"method": "gzip", "mtime": 0, "compresslevel": 1}  # speed over size
+    result.estimates.to_csv(est, index=False, compression=gz)
     files = {
         "index.html": case_page(result).encode(),
         "pareto.png": pareto_png(result),

@@ -197,11 +197,8 @@ def report(
             files += write_case(out, result)
             computed.append(result.case.case_id)
             say(f"  [{len(reused) + len(computed)}/{len(cases)}] {result.case.case_id}")
-    summaries = [
-        json.loads((out / "cases" / c.case_id / "case.json").read_text()) for c in cases
-    ]
+    summaries = [json.loads((out / "cases" / c.case_id / "case.json").read_text()) for c in cases]
     index = out / "index.html"
     _atomic_write(index, index_page(spec, summaries).encode())
     _write_state(out, spec, complete=True)
     return ReportResult(out, index, computed, reused, [index, out / STATE_FILE, *files])
-

@@ -35,8 +35,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with_observed,
     )
     from ..evaluate import cap_sweep
-    from ..metrics import mape, time_penalty_pct
     from ..figures import figure_png, new_figure, plot_time_power, write_html
+    from ..metrics import mape, time_penalty_pct
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
