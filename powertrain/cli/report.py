@@ -8,6 +8,7 @@ configuration each should run under each power cap.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 
@@ -18,6 +19,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from ..fleet_report import report
 
+    def interrupted(signum, frame):  # a `kill` stops the workers too, as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
     say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
     result = report(
         args.spec,
