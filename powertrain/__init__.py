@@ -17,6 +17,7 @@ from .errors import (
     ProfilingError,
     SpecError,
 )
+from .fleet_report import report
 from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
 from .refine import refine_modes, with_observed
@@ -59,6 +60,7 @@ __all__ = [
     "profile",
     "r_vector",
     "refine_modes",
+    "report",
     "select",
     "time_to_accuracy",
     "with_observed",

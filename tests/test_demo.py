@@ -1,41 +1,77 @@
-"""``powertrain demo``: the whole flow end to end on the twin and the shipped reference."""
+"""``powertrain demo``: the whole flow end to end, checked against an in-process rerun."""
+
+import re
+import warnings
 
 import pandas as pd
+import pytest
 
 import powertrain as pt
 from powertrain.cli import main
 from powertrain.evaluate import cap_sweep
 
+MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
 
-def test_demo_report_matches_an_independent_recomputation(tmp_path):
-    out = tmp_path / "demo"
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "demo"
     args = ["demo", "-q", "--samples", "30", "--refine", "10", "--power-cap", "25"]
     assert main([*args, "-o", str(out)]) == 0
-    for name in ("report.html", "time_power.png", "estimates.csv", "pareto_front.csv"):
-        assert (out / name).stat().st_size > 0, name
-    est = pd.read_csv(out / "estimates.csv")
-    samples = pd.read_csv(out / "samples.csv")
-    assert len(est) == 18096 and {"time_ms", "power_w", "power_w_std"} <= set(est.columns)
-    assert (
-        len(samples) == 30
-        and not samples.duplicated(["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]).any()
-    )
-    summary = pd.read_csv(out / "summary.csv").iloc[0]
+    return out
 
-    # the pick, recomputed from the written estimates, is the mode the demo reports
-    pick = pt.fastest_under(est, power_cap_w=25)
-    assert pick.power_w <= 25
-    reported = dict(kv.split("=") for kv in summary["chosen"].split(", "))
-    for col in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"):
-        assert float(reported[col]) == float(pick[col])
+
+def test_demo_pick_matches_an_independent_rerun_of_the_flow(demo):
+    samples = pd.read_csv(demo / "samples.csv")
+    est = pd.read_csv(demo / "estimates.csv")
+    summary = pd.read_csv(demo / "summary.csv").iloc[0]
+    assert len(est) == 18096 and len(samples) == 30
+    assert not samples.duplicated(MODE).any()
+    dev = pt.get_device("orin-agx")
+    # the random part of the samples is the documented draw, measured on the twin
+    drawn = dev.sample(20, seed=0)
+    assert samples[MODE].head(20).reset_index(drop=True).equals(drawn[MODE])
+
+    # transfer and predict again here, from the same samples: the same predictions
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = pt.Predictor.from_pretrained("orin-agx/resnet18").transfer(samples)
+        mine = pt.with_observed(model.predict(dev.power_modes(), batch_size=16), samples)
+    assert mine["power_w"].to_numpy() == pytest.approx(est["power_w"].to_numpy(), rel=1e-6)
+    assert mine["time_ms"].to_numpy() == pytest.approx(est["time_ms"].to_numpy(), rel=1e-6)
+
+    # the mode the demo printed is exactly the mode picked here (settings unrounded)
+    pick = pt.fastest_under(mine, power_cap_w=25)
+    printed = dict(kv.split("=") for kv in summary["chosen"].split(", "))
+    assert {c: float(printed[c]) for c in MODE} == {c: float(pick[c]) for c in MODE}
+    # and the "true" figures it printed are the twin's for that mode (to their 0.1 digits)
+    truth = pt.Twin("orin-agx", "mobilenetv3", seed=0).expected(pick[MODE].to_frame().T, 16)
+    t_ms, p_w = map(float, re.findall(r"[\d.]+", summary["chosen: true"])[:2])
+    assert t_ms == pytest.approx(truth["time_ms"].iloc[0], abs=0.051)
+    assert p_w == pytest.approx(truth["power_w"].iloc[0], abs=0.051)
 
     # the sweep summary agrees with one computed here against the twin's truth
-    truth = pt.Twin("orin-agx", "mobilenetv3", seed=0).expected(
-        est[["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]], 16
-    )
-    _, sweep = cap_sweep(est, truth.set_index(est.index), range(17, 51))
+    truth_all = pt.Twin("orin-agx", "mobilenetv3", seed=0).expected(mine[MODE], 16)
+    _, sweep = cap_sweep(mine, truth_all.set_index(mine.index), range(17, 51))
     line = summary["cap sweep 17-50 W (plain)"]
     assert f"median time penalty {sweep['penalty_median_pct']:.1f} %" in line
     assert f"A/L+1 {sweep['above_limit_1w_pct']:.0f} %" in line
-    html = (out / "report.html").read_text()
+
+
+def test_demo_page_shows_exact_frequencies_batch_size_and_spread(demo):
+    html = (demo / "report.html").read_text()
+    front = pd.read_csv(demo / "pareto_front.csv")
     assert "data:image/png;base64," in html and "Pareto front" in html
+    for col in ("batch_size", "time_ms_std", "power_w_std"):
+        assert f"<th>{col}</th>" in html
+    for value in set(front["cpu_mhz"]) | set(front["mem_mhz"]):
+        assert f"<td>{value:.10g}</td>" in html  # e.g. 1036.8, never 1037
+    assert any(v != round(v) for v in front["cpu_mhz"])  # the check above had teeth
+
+
+def test_demo_says_every_file_it_wrote(tmp_path, capsys):
+    out = tmp_path / "d"
+    assert main(["demo", "--samples", "15", "--refine", "0", "-o", str(out)]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("wrote ")][-1]
+    for f in out.iterdir():
+        assert f.name in line, f"{f.name} written but not listed: {line}"

@@ -13,7 +13,7 @@ import sys
 from ..errors import PowerTrainError
 
 #: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order
-COMMAND_MODULES = ("data", "model", "select", "batch_r", "profile", "demo")
+COMMAND_MODULES = ("data", "model", "select", "batch_r", "profile", "demo", "report", "workloads")
 
 
 def build_parser() -> argparse.ArgumentParser:

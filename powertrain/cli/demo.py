@@ -13,6 +13,12 @@ import time
 import warnings
 from pathlib import Path
 
+#: the Pareto table: the configuration exactly, the prediction and its 1-sigma spread
+FRONT_COLUMNS = [
+    "cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size",
+    "time_ms", "time_ms_std", "power_w", "power_w_std",
+]  # fmt: skip
+
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
@@ -29,8 +35,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with_observed,
     )
     from ..evaluate import cap_sweep
+    from ..figures import figure_png, new_figure, plot_time_power, write_html
     from ..metrics import mape, time_penalty_pct
-    from ..report import figure_png, plot_time_power, write_html
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +115,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         pick = fastest_under(est, power_cap_w=args.power_cap, k_sigma=k)
         true = truth.loc[pick.name]  # est and truth keep the index of `modes`
         penalty = time_penalty_pct(true["time_ms"], optimum["time_ms"])
-        summary[label] = ", ".join(f"{c}={pick[c]:g}" for c in mode_cols)
+        summary[label] = ", ".join(f"{c}={pick[c]:.10g}" for c in mode_cols)
         summary[f"{label}: predicted"] = f"{pick['time_ms']:.1f} ms at {pick['power_w']:.1f} W"
         summary[f"{label}: true"] = (
             f"{true['time_ms']:.1f} ms at {true['power_w']:.1f} W "
@@ -127,10 +133,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"A/L+1 {sweep['above_limit_1w_pct']:.0f} % of {sweep['caps']} caps"
         )
     ax = plot_time_power(
-        est,
-        front,
-        best,
-        args.power_cap,
+        ax=new_figure()[1],
+        est=est,
+        front=front,
+        chosen=best,
+        power_cap_w=args.power_cap,
         truth=truth,
         title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes",
     )
@@ -141,13 +148,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"PowerTrain demo: {dev.name} / {args.workload}",
         summary,
         png,
-        front[mode_cols + ["time_ms", "power_w"]],
+        front[[c for c in FRONT_COLUMNS if c in front.columns]],
     )
     width = max(map(len, summary))
     for k, v in summary.items():
         say(f"   {k:<{width}}  {v}")
-    say(f"wrote {out}/report.html, time_power.png, estimates.csv, pareto_front.csv, samples.csv")
     pd.DataFrame([summary]).to_csv(out / "summary.csv", index=False)
+    say(
+        f"wrote {out}/report.html, time_power.png, estimates.csv, pareto_front.csv, "
+        "samples.csv, summary.csv"
+    )
     return 0
 
 

@@ -1,0 +1,204 @@
+"""``pt.report(spec, out)``: run every case of a fleet spec and write the report folder.
+
+Why: a fleet report takes minutes to hours, so it must survive interruption (each case
+folder appears atomically with a done marker; a rerun skips finished cases), must not
+clobber someone's folder by accident (an existing folder is refused unless it is this
+spec's unfinished report, or ``overwrite``), and must scale past one machine (the same
+cases run on a Dask cluster with ``scheduler=``). Workers only compute; this process
+writes, so a remote cluster needs no shared disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .errors import PowerTrainError
+from .fleet_cases import CaseResult, run_group
+from .fleet_html import CASE_FILES, case_files, index_page
+from .fleet_spec import Case, FleetSpec, load_spec
+
+STATE_FILE = "report.json"
+DONE_MARKER = ".done"
+
+
+class ReportError(PowerTrainError, RuntimeError):
+    """The report folder or the cluster cannot be used."""
+
+
+@dataclass
+class ReportResult:
+    """What :func:`report` did: the folder, the cases computed now and those reused."""
+
+    out: Path
+    index: Path
+    computed: list[str]
+    reused: list[str]
+    files: list[Path]
+
+
+def _spec_digest(spec: FleetSpec) -> str:
+    return hashlib.sha256(spec.text.encode()).hexdigest()[:16]
+
+
+def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
+    """Create ``out``, resume it, or refuse it (see the module docstring)."""
+    state = out / STATE_FILE
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"report folder {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            prior = json.loads(state.read_text()) if state.exists() else None
+        except (OSError, ValueError):
+            prior = None
+        resumable = (
+            prior is not None
+            and prior.get("spec_sha256") == _spec_digest(spec)
+            and not prior.get("complete")
+        )
+        if overwrite:
+            if prior is not None or state.exists():  # only ever delete our own files
+                shutil.rmtree(out / "cases", ignore_errors=True)
+                for name in ("index.html", STATE_FILE):
+                    (out / name).unlink(missing_ok=True)
+        elif not resumable:
+            why = "holds a finished report" if prior else "is not empty"
+            raise ReportError(
+                f"report folder {out} exists and {why}; pass --overwrite "
+                "(overwrite=True) to replace it"
+            )
+    try:
+        (out / "cases").mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{uuid.uuid4().hex}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        if not state.exists():
+            _write_state(out, spec, complete=False)
+    except OSError as e:
+        raise ReportError(f"cannot write report folder {out}: {e.strerror or e}") from None
+
+
+def _write_state(out: Path, spec: FleetSpec, complete: bool) -> None:
+    state = {
+        "spec": str(spec.path) if spec.path else None,
+        "spec_sha256": _spec_digest(spec),
+        "cases": [c.case_id for c in spec.cases()],
+        "complete": complete,
+    }
+    _atomic_write(out / STATE_FILE, json.dumps(state, indent=1).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def is_done(out: Path, case: Case) -> bool:
+    return (out / "cases" / case.case_id / DONE_MARKER).exists()
+
+
+def write_case(out: Path, result: CaseResult) -> list[Path]:
+    """Write a case folder atomically: into a hidden temporary folder, then renamed."""
+    final = out / "cases" / result.case.case_id
+    tmp = out / "cases" / f".tmp-{result.case.case_id}-{uuid.uuid4().hex}"
+    tmp.mkdir(parents=True)
+    for name, data in case_files(result).items():
+        (tmp / name).write_bytes(data)
+    (tmp / DONE_MARKER).write_text("done\n")
+    if final.exists():  # a stale folder without its marker (never renamed into place)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return [final / name for name in CASE_FILES]
+
+
+def _groups(cases: Iterable[Case]) -> list[list[Case]]:
+    """Cases that share samples and a transfer (they differ only in objective)."""
+    groups: dict[tuple, list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.device, c.workload, c.batch_size), []).append(c)
+    return list(groups.values())
+
+
+def _run_local(groups: list[list[Case]], n_jobs: int | None) -> Iterator[list[CaseResult]]:
+    if n_jobs == 1 or len(groups) <= 1:
+        yield from map(run_group, groups)
+        return
+    from joblib import Parallel, delayed
+
+    parallel = Parallel(n_jobs=n_jobs or -1, return_as="generator_unordered")
+    yield from parallel(delayed(run_group)(g) for g in groups)
+
+
+def connect(address: str, timeout_s: float = 5.0):
+    """A Dask client for ``address``, or a clear error within ``timeout_s`` seconds."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ReportError(
+            "--scheduler needs dask.distributed: pip install 'powertrain[dask]'"
+        ) from None
+    try:
+        return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ReportError(
+            f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s: {e}"
+        ) from None
+
+
+def _run_dask(groups: list[list[Case]], address: str) -> Iterator[list[CaseResult]]:
+    from distributed import as_completed
+
+    client = connect(address)
+    try:
+        with client.as_current():
+            futures = [client.submit(run_group, g, pure=False) for g in groups]
+            for future in as_completed(futures):
+                yield future.result()
+    finally:
+        client.close()
+
+
+def report(
+    spec: str | Path | FleetSpec,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    scheduler: str | None = None,
+    n_jobs: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> ReportResult:
+    """Run every case of ``spec`` (a TOML file) and write the report folder ``out``.
+
+    ``index.html`` holds one row per case; ``cases/CASE/`` its page, plots and CSVs.
+    Finished cases of an interrupted run of the same spec are kept, not redone. With
+    ``scheduler`` (a Dask address) the cases run on that cluster, else with joblib here
+    (``n_jobs``, default every core).
+    """
+    spec = load_spec(spec)
+    out = Path(out)
+    say = log or (lambda msg: None)
+    _prepare_folder(out, spec, overwrite)
+    cases = spec.cases()
+    reused = [c.case_id for c in cases if is_done(out, c)]
+    todo = _groups(c for c in cases if not is_done(out, c))
+    if reused:
+        say(f"resuming: {len(reused)} of {len(cases)} cases already done")
+    runner = _run_dask(todo, scheduler) if scheduler else _run_local(todo, n_jobs)
+    computed, files = [], []
+    for results in runner:
+        for result in results:
+            files += write_case(out, result)
+            computed.append(result.case.case_id)
+            say(f"  [{len(reused) + len(computed)}/{len(cases)}] {result.case.case_id}")
+    summaries = [json.loads((out / "cases" / c.case_id / "case.json").read_text()) for c in cases]
+    index = out / "index.html"
+    _atomic_write(index, index_page(spec, summaries).encode())
+    _write_state(out, spec, complete=True)
+    return ReportResult(out, index, computed, reused, [index, out / STATE_FILE, *files])

@@ -1,0 +1,217 @@
+"""``powertrain report`` / ``pt.report``: the fleet report, its spec errors, resume and Dask."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.cli import main
+from powertrain.errors import PowerTrainError, SpecError
+from powertrain.fleet_cases import steps_per_epoch
+from powertrain.fleet_report import ReportError, connect
+from powertrain.fleet_spec import load_spec, parse_spec
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet.toml"
+
+SMALL = """title = "small fleet"
+devices = ["orin-agx"]
+batch_sizes = [16]
+power_caps = [12, 25, 40]
+objectives = ["time", "energy"]
+samples = 20
+seed = 1
+
+[workloads.mobilenetv3]
+source = "twin"
+"""
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet")
+    spec = root / "small.toml"
+    spec.write_text(SMALL)
+    out = root / "out"
+    result = pt.report(spec, out, n_jobs=1)
+    return spec, out, result
+
+
+def test_example_spec_has_20_cases_on_the_twin():
+    spec = load_spec(EXAMPLE)
+    cases = spec.cases()
+    assert len(cases) >= 20 and {c.source.kind for c in cases} == {"twin"}
+    assert len({c.case_id for c in cases}) == len(cases)
+
+
+def test_report_pages_and_picks_agree_with_the_estimates(small_report):
+    _, out, result = small_report
+    assert sorted(result.computed) == [
+        "orin-agx_mobilenetv3_bs16_energy",
+        "orin-agx_mobilenetv3_bs16_time",
+    ]
+    index = (out / "index.html").read_text()
+    for case_id in result.computed:
+        folder = out / "cases" / case_id
+        assert f'href="cases/{case_id}/index.html"' in index
+        assert f'src="cases/{case_id}/thumb.png"' in index
+        page = (folder / "index.html").read_text()
+        for name in ("pareto.png", "picks.csv", "pareto_front.csv", "samples.csv"):
+            assert name in page and (folder / name).stat().st_size > 0
+        assert (folder / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # the pick under each cap, recomputed here from the written estimates
+        est = pd.read_csv(folder / "estimates.csv.gz")
+        picks = pd.read_csv(folder / "picks.csv")
+        objective = "time" if case_id.endswith("_time") else "energy"
+        col = {"time": "epoch_s", "energy": "epoch_kj"}[objective]
+        steps = steps_per_epoch("mobilenetv3", 16)
+        assert est["epoch_s"].to_numpy() == pytest.approx(est["time_ms"] * steps / 1000)
+        assert {"time_ms_std", "power_w_std", "batch_size"} <= set(picks.columns)
+        for cap, row in zip([12, 25, 40], picks.itertuples()):
+            assert row.power_cap_w == cap
+            under = est[est["power_w"] <= cap]
+            if under.empty:
+                assert pd.isna(row.cores)
+                continue
+            best = under.loc[under[col].idxmin()]
+            assert (row.cores, row.cpu_mhz, row.gpu_mhz, row.mem_mhz) == (
+                best.cores,
+                best.cpu_mhz,
+                best.gpu_mhz,
+                best.mem_mhz,
+            )
+            assert row.power_w <= cap
+            # the index shows that configuration exactly as the device has it
+            assert f"CPU {best.cpu_mhz:.10g} / GPU {best.gpu_mhz:.10g}" in index
+        summary = json.loads((folder / "case.json").read_text())
+        assert summary["samples"] == 20 and summary["source"] == "twin"
+    assert any(p.name == "index.html" for p in result.files)
+    assert all(p.exists() for p in result.files)
+
+
+def test_energy_objective_never_costs_more_energy_than_time_objective(small_report):
+    _, out, _ = small_report
+    t = pd.read_csv(out / "cases" / "orin-agx_mobilenetv3_bs16_time" / "picks.csv")
+    e = pd.read_csv(out / "cases" / "orin-agx_mobilenetv3_bs16_energy" / "picks.csv")
+    ok = t["epoch_kj"].notna() & e["epoch_kj"].notna()
+    assert ok.any()
+    assert (e.loc[ok, "epoch_kj"] <= t.loc[ok, "epoch_kj"] + 1e-9).all()
+    assert (t.loc[ok, "epoch_s"] <= e.loc[ok, "epoch_s"] + 1e-9).all()
+
+
+def test_existing_folder_refused_then_overwritten(small_report, tmp_path):
+    spec, out, _ = small_report
+    with pytest.raises(ReportError, match="exists.*--overwrite"):
+        pt.report(spec, out, n_jobs=1)
+    other = tmp_path / "someone-elses"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ReportError, match="not empty"):
+        pt.report(spec, other, n_jobs=1)
+    assert (other / "notes.txt").read_text() == "keep me"
+
+
+def test_interrupted_report_resumes_without_redoing_finished_cases(small_report, tmp_path):
+    spec, out, _ = small_report
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(out, copy)
+    # an interrupted run: one case never finished (a half-written temp folder is left),
+    # no index yet, and the state says unfinished
+    shutil.rmtree(copy / "cases" / "orin-agx_mobilenetv3_bs16_energy")
+    (copy / "cases" / ".tmp-orin-agx_mobilenetv3_bs16_energy-dead").mkdir()
+    (copy / "index.html").unlink()
+    state = json.loads((copy / "report.json").read_text())
+    (copy / "report.json").write_text(json.dumps({**state, "complete": False}))
+    kept = (copy / "cases" / "orin-agx_mobilenetv3_bs16_time" / "pareto.png").stat().st_mtime_ns
+    result = pt.report(spec, copy, n_jobs=1)
+    assert result.reused == ["orin-agx_mobilenetv3_bs16_time"]
+    assert result.computed == ["orin-agx_mobilenetv3_bs16_energy"]
+    assert (copy / "cases" / "orin-agx_mobilenetv3_bs16_time" / "pareto.png").stat(
+    ).st_mtime_ns == kept  # fmt: skip
+    assert (copy / "index.html").exists()
+
+
+def test_cli_report_lists_every_file_it_wrote(tmp_path, capsys):
+    spec = tmp_path / "one.toml"
+    spec.write_text(SMALL.replace('["time", "energy"]', '["time"]'))
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "-o", str(out), "-j", "1"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("wrote ")
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    written -= {"cases/orin-agx_mobilenetv3_bs16_time/.done"}  # the resume marker
+    for rel in written:
+        name = rel.rsplit("/", 1)[-1]
+        assert name in line, f"{rel} written but not listed: {line}"
+    # an existing folder is refused with a one-line error, accepted with --overwrite
+    assert main(["report", str(spec), "-o", str(out), "-j", "1"]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["report", str(spec), "-o", str(out), "-j", "1", "--overwrite", "-q"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("samples = 20", "sampels = 20"), r"line 6: 'sampels' is not a known key"),
+        (('devices = ["orin-agx"]', 'devices = ["orin-agz"]'), r"line 2: .*'orin-agz'"),
+        (("objectives = [", 'objectives = ["speed", '), r"line 5: .*objective 'speed'"),
+        (("power_caps = [12,", "power_caps = [0,"), r"line 4: 'power_caps' .*positive.*0"),
+        (("power_caps = [12,", "power_caps = [-3,"), r"line 4: 'power_caps'"),
+        (("[workloads.mobilenetv3]", "[workloads.mobilenet]"), r"line 9: .*'mobilenet'"),
+        (('source = "twin"', 'sauce = "twin"'), r"line 10: 'workloads.mobilenetv3.sauce'"),
+        (('source = "twin"', 'samples_csv = "nope.csv"'), r"line 10: .*cannot be read.*nope"),
+        (("seed = 1", "seed = "), r"not valid TOML.*line 7"),
+    ],
+)
+def test_spec_mistakes_name_the_key_and_the_line(tmp_path, edit, message):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(SMALL.replace(*edit))
+    with pytest.raises(SpecError, match=message) as err:
+        load_spec(spec)
+    assert str(spec) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_samples_csv_source_and_unreadable_output_folder(tmp_path):
+    dev = pt.get_device("orin-agx")
+    twin = pt.Twin("orin-agx", "resnet18", seed=0)
+    pt.profile(twin, dev.sample(15, seed=3), batch_size=16, progress=False).to_csv(
+        tmp_path / "s.csv", index=False
+    )
+    text = SMALL.replace("[workloads.mobilenetv3]", "[workloads.resnet18]").replace(
+        'source = "twin"', 'samples_csv = "s.csv"'
+    )
+    spec = parse_spec(text, source="x.toml", base=tmp_path)
+    assert spec.workloads["resnet18"].path == tmp_path / "s.csv"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ReportError, match="cannot write report folder .*a-file"):
+        pt.report(spec, blocker / "out", n_jobs=1)
+    with pytest.raises(PowerTrainError, match="cannot write report folder"):
+        pt.report(spec, "/proc/powertrain-report", n_jobs=1)
+
+
+def test_dead_dask_address_fails_fast_with_a_clear_error():
+    pytest.importorskip("distributed")
+    t0 = time.monotonic()
+    with pytest.raises(ReportError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"):
+        connect("tcp://127.0.0.1:9", timeout_s=2)
+    assert time.monotonic() - t0 < 60  # not a hang
+
+
+def test_report_runs_on_a_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec = tmp_path / "one.toml"
+    spec.write_text(SMALL.replace('["time", "energy"]', '["energy"]'))
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        result = pt.report(spec, tmp_path / "out", scheduler=cluster.scheduler_address)
+    assert result.computed == ["orin-agx_mobilenetv3_bs16_energy"]
+    assert (tmp_path / "out" / "cases" / result.computed[0] / ".done").exists()
+    assert "orin-agx / mobilenetv3" in (tmp_path / "out" / "index.html").read_text()
