@@ -16,7 +16,7 @@ import json
 import pandas as pd
 
 from .figures import figure_png, format_value, new_figure, table_html
-from .fleet_cases import OBJECTIVE_COLUMN, CaseResult
+from .fleet_cases import CaseResult
 from .fleet_spec import OBJECTIVES, FleetSpec
 from .schema import MODE_COLUMNS
 
@@ -61,7 +61,7 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
     """The Pareto front predicted over every mode, the observed (twin) one where known,
     the profiled modes, the caps and the pick under each (epoch time vs power)."""
     fig, ax = new_figure((2.4, 1.6) if thumbnail else (7.5, 4.6), dpi=75 if thumbnail else 100)
-    col = OBJECTIVE_COLUMN[result.case.objective]
+    aim = OBJECTIVES[result.case.objective]
     y = "epoch_s"
     if not thumbnail:
         steps = result.steps_per_epoch
@@ -74,11 +74,13 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
     ax.plot(result.front["power_w"], result.front[y], "-o", c="tab:orange",
             ms=1.5 if thumbnail else 3, lw=1.2, label="predicted front")  # fmt: skip
     picks = result.picks[result.picks["feasible"]]
+    top = float(result.estimates["power_w"].max()) * 1.05
     for cap in result.case.power_caps:
-        ax.axvline(cap, c="tab:red", ls=":", lw=0.8)
+        if cap <= top:  # caps above every mode's power would only squash the plot
+            ax.axvline(cap, c="tab:red", ls=":", lw=0.8)
     if len(picks):
         ax.scatter(picks["power_w"], picks[y], marker="*", s=30 if thumbnail else 90,
-                   c="tab:red", zorder=5, label=f"pick per cap ({col})")  # fmt: skip
+                   c="tab:red", zorder=5, label=f"pick per cap ({aim})")  # fmt: skip
     ax.set_yscale("log")
     if thumbnail:
         ax.set_xticks([])
