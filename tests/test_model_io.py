@@ -211,3 +211,18 @@ def test_an_interrupted_save_leaves_the_old_model_loadable(tmp_path, monkeypatch
     Predictor.from_pretrained("orin-agx/resnet18").save(target)  # a good save replaces it
     assert (target / "weights.pt").read_bytes() != before
     assert (target / "README.md").read_text() == "model card"
+
+
+def test_architecture_in_model_json_must_match_the_tensors(tmp_path):
+    src = tmp_path / "m"
+    Predictor.from_pretrained("orin-agx/resnet18").save(src)
+    meta = json.loads((src / "model.json").read_text())
+    meta["params"]["hidden"] = [512, 128, 64]  # the weights are still 256-128-64
+    (src / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match=r"params.hidden \[512, 128, 64\] disagrees"):
+        Predictor.load(src)
+    meta["params"]["hidden"] = [256, 128, 64]
+    meta["heads"]["power_w"]["params"]["hidden_layer_sizes"] = [512, 128, 64]
+    (src / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError):
+        Predictor.load(src)

@@ -206,7 +206,13 @@ def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
         for target in TARGETS:
             prefix = f"{target}."
             part = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-            model.heads_[target] = PowerTrainMLP.from_state(part, meta["heads"][target])
+            head = PowerTrainMLP.from_state(part, meta["heads"][target])
+            if tuple(head.hidden_layer_sizes) != tuple(model.hidden):
+                raise ModelFileError(
+                    f"{path / META_FILE}: params.hidden {list(model.hidden)} disagrees with "
+                    f"the {target} head's layers {list(head.hidden_layer_sizes)}"
+                )
+            model.heads_[target] = head
         model.feature_ranges_ = {
             c: [float(a), float(b)] for c, (a, b) in meta["feature_ranges"].items()
         }
