@@ -116,3 +116,19 @@ def test_predict_device_checks_the_modes_csv(files, capsys):
     assert main([*argv, "--device", "orin-agx"]) == 1
     err = capsys.readouterr().err
     assert "row 5" in err and "not a power mode" in err and "orin-agx" in err
+
+
+@pytest.mark.parametrize("sizes", [["16,32"], ["16", "32"], ["16,", "32"]])
+def test_batch_sizes_accept_commas_and_spaces(tmp_path, sizes):
+    out = tmp_path / "p.csv"
+    args = ["predict", "-m", "orin-agx/resnet18", "--device", "orin-nano", "--no-std"]
+    assert main([*args, "-b", *sizes, "-o", str(out)]) == 0
+    assert sorted(pd.read_csv(out).batch_size.unique()) == [16, 32]
+
+
+def test_cli_hints_are_cli_flags_not_python(tmp_path, capsys):
+    grid = tmp_path / "grid.csv"
+    assert main(["modes", "orin-agx", "--which", "grid", "-o", str(grid)]) == 0
+    assert main(["predict", "-m", "orin-agx/resnet18", str(grid)]) == 1
+    err = capsys.readouterr().err
+    assert "-b 16" in err and "predict(" not in err

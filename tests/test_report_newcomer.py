@@ -52,3 +52,19 @@ def test_readme_states_the_python_versions_pyproject_requires():
     assert int(lower.group(1)) >= 10  # torch==2.13.0 (Makefile) has no 3.9 build
     for command in ("powertrain report examples/fleet.toml", "jupyter lab notebooks/"):
         assert command in readme, command
+
+
+def test_every_command_option_has_a_help_line():
+    import argparse
+
+    from powertrain.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        (name, a.option_strings or a.dest)
+        for name, sp in sub.choices.items()
+        for a in sp._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert not missing, f"options without --help text: {missing}"

@@ -19,3 +19,24 @@ def positive_int(text: str) -> int:
 def int_list(text: str) -> list[int]:
     """Comma-separated positive integers, e.g. ``8,16,32`` (or one value)."""
     return [positive_int(t.strip()) for t in text.split(",") if t.strip()]
+
+
+class IntListAction(argparse.Action):
+    """Positive integers given as ``16,32``, ``16 32`` or a mix: one syntax for every
+    option that takes several batch sizes (or counts)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        kwargs.setdefault("nargs", "+")
+        kwargs.setdefault("metavar", "N")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        out: list[int] = []
+        for text in values if isinstance(values, list) else [values]:
+            try:
+                out += int_list(text)
+            except argparse.ArgumentTypeError as e:
+                parser.error(f"argument {option_string}: {e}")
+        if not out:
+            parser.error(f"argument {option_string}: give at least one positive integer")
+        setattr(namespace, self.dest, out)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import int_list, positive_int
+from .args import IntListAction, positive_int
 
 
 def cmd_batch_r(args: argparse.Namespace) -> int:
@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--batch-sizes",
-        type=int_list,
+        action=IntListAction,
         default=[8, 16, 32, 64, 128],
-        help="comma-separated batch sizes (8,16,32,64,128)",
+        help="batch sizes, e.g. 8,16,32 or 8 16 32 (default 8,16,32,64,128)",
     )
     p.add_argument("--seeds", type=positive_int, default=3, help="seeds per batch size (3)")
     p.add_argument("--target", type=float, default=0.95, help="validation accuracy (0.95)")

@@ -93,9 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "device", help="catalog id (see `powertrain devices`) or a device spec JSON file"
     )
-    p.add_argument("--which", choices=["all", "grid", "presets", "sample"], default="all")
+    p.add_argument(
+        "--which",
+        choices=["all", "grid", "presets", "sample"],
+        default="all",
+        help="every mode, the profiling grid, the nvpmodel presets or a random sample (all)",
+    )
     p.add_argument("-n", type=positive_int, default=50, help="sample size for --which sample")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random sample (0)")
     p.add_argument(
         "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
     )
@@ -109,12 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("device", help="catalog id or device spec JSON file")
     p.add_argument("workload", help="catalog workload name or workload spec JSON file")
     p.add_argument("-n", type=positive_int, default=50, help="number of random modes to profile")
-    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--batch-size", type=positive_int, default=16, help="batch size (16)")
     p.add_argument(
         "--minibatches", type=positive_int, default=40, help="clean minibatches per mode"
     )
     p.add_argument("--seed", type=int, default=0, help="seeds the twin and the mode draw")
-    p.add_argument("--stratified", action="store_true")
+    p.add_argument(
+        "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
+    )
     p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(

@@ -165,8 +165,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo", help="run the whole flow on the digital twin with the shipped reference model"
     )
-    p.add_argument("--device", default="orin-agx")
-    p.add_argument("--workload", default="mobilenetv3")
+    p.add_argument("--device", default="orin-agx", help="catalog device (orin-agx)")
+    p.add_argument("--workload", default="mobilenetv3", help="catalog workload (mobilenetv3)")
     p.add_argument(
         "--reference", default="orin-agx/resnet18", help="shipped reference model or model dir"
     )
@@ -185,14 +185,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar=("LOW", "HIGH"),
         help="power caps (W, 1 W steps) to score the model's decisions over (17 50)",
     )
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16, help="batch size (16)")
     p.add_argument("--power-cap", type=float, default=30.0, help="watts")
     p.add_argument(
         "--k-sigma", type=float, default=1.0, help="safety margin in predicted power std (1.0)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seeds the twin and the sample (0)")
     p.add_argument("-o", "--out", default="powertrain-demo", help="output folder")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(func=cmd_demo)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import DataError, ModelFileError
 from ..schema import read_csv
-from .args import positive_int
+from .args import IntListAction, positive_int
 
 
 def _load_model(spec: str):
@@ -114,6 +114,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         modes = get_device(args.device).power_modes()
     sizes = args.batch_size  # None: the CSV's column; one size; or several (repeat modes)
     batch = sizes if sizes is None or len(sizes) > 1 else sizes[0]
+    if batch is None and "batch_size" not in modes.columns:
+        where = args.modes or f"the modes of {args.device}"
+        raise DataError(f"{where} has no batch_size column: add -b 16 (or -b 16,32 for several)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = model.predict(modes, batch_size=batch, return_std=not args.no_std)
@@ -134,8 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "corpus", help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w"
     )
     p.add_argument("-o", "--out", required=True, help="model directory to write")
-    p.add_argument("--epochs", type=positive_int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=positive_int, default=100, help="training epochs (100)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_fit)
 
@@ -156,8 +159,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="mse",
         help="mape helps when the device changes (paper §4.3.4)",
     )
-    p.add_argument("--epochs", type=positive_int, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--epochs", type=positive_int, default=None, help="transfer epochs (the model's: 100)"
+    )
+    p.add_argument("--seed", type=int, default=None, help="random seed (the model's)")
     p.set_defaults(func=cmd_transfer)
 
     p = sub.add_parser(
@@ -169,9 +174,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-b",
         "--batch-size",
-        type=positive_int,
-        nargs="+",
-        help="batch size(s); several repeat each mode (default: the CSV's column)",
+        action=IntListAction,
+        help="batch size(s), e.g. 16,32 or 16 32; several repeat each mode "
+        "(default: the CSV's batch_size column)",
     )
     p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
     p.add_argument("-o", "--out", help="output CSV (default: stdout)")

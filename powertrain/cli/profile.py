@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..errors import DataError
 from ..schema import read_csv
+from .args import IntListAction
 
 
 def _int_list(text: str) -> list[int]:
@@ -62,9 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=_int_list,
+        action=IntListAction,
         default=None,
-        help="batch size(s), comma-separated; several multiply the modes (default 16)",
+        help="batch size(s), e.g. 16,32 or 16 32; several multiply the modes (default 16)",
     )
     p.add_argument(
         "--out",
