@@ -17,13 +17,14 @@ in the trace that at least half the runs of every batch size reach.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+from powertrain.hashing import sha256_file as sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "zeus_nsdi23"
@@ -65,10 +66,6 @@ class TraceError(ValueError):
 def workload_name(dataset: str, network: str) -> str:
     net = "bert" if network.startswith("bert") else network
     return f"{net}-{dataset}"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_trace(path: Path, columns) -> pd.DataFrame:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import shutil
 import sys
@@ -28,6 +27,7 @@ from powertrain._version import __version__
 from powertrain.corpora import REGENERATE
 from powertrain.devices import get_device
 from powertrain.errors import DataError
+from powertrain.hashing import sha256_file
 from powertrain.profiling.sweep import profile, raw_log_paths
 from powertrain.twin import Twin
 from powertrain.workloads import get_workload
@@ -98,10 +98,6 @@ def modes_for(spec: CorpusSpec) -> pd.DataFrame:
     return pd.concat([modes.assign(batch_size=b) for b in spec.batch_sizes], ignore_index=True)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _gzip(src: Path, dst: Path) -> None:
     """Deterministic gzip: no file name, mtime 0, so regenerating gives the same bytes."""
     with open(src, "rb") as f, open(dst, "wb") as raw:
@@ -131,7 +127,7 @@ def generate(name: str, out_dir: str | Path | None = None, progress: bool = Fals
             dst = out / f"{name}.{kind}.csv.gz"
             if spec.raw_logs:
                 _gzip(src, dst)
-                raw[kind] = {"file": dst.name, "sha256": _sha256(dst)}
+                raw[kind] = {"file": dst.name, "sha256": sha256_file(dst)}
             elif dst.exists():
                 dst.unlink()
     info = {
@@ -147,7 +143,7 @@ def generate(name: str, out_dir: str | Path | None = None, progress: bool = Fals
         "seed": spec.seed,
         "n_minibatches": N_MINIBATCHES,
         "rows": int(len(df)),
-        "csv": {"file": csv.name, "sha256": _sha256(csv)},
+        "csv": {"file": csv.name, "sha256": sha256_file(csv)},
         "raw_logs": raw or "not kept for this corpus (size); regenerate to get them",
         "board_hours": round(float(df["profile_s"].sum()) / 3600, 3),
         "twin": twin.describe(),
