@@ -42,9 +42,9 @@ def fastest_under(
     ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Raises
     :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
     """
-    power_cap_w = _watts("power_cap_w", power_cap_w, positive=True)
-    margin_w = _watts("margin_w", margin_w)
-    k_sigma = _watts("k_sigma", k_sigma)
+    power_cap_w = _number("power_cap_w", power_cap_w, positive=True)
+    margin_w = _number("margin_w", margin_w)
+    k_sigma = _number("k_sigma", k_sigma)
     cols = [time, power] + (["power_w_std"] if k_sigma > 0 else [])
     if k_sigma > 0 and "power_w_std" not in est.columns:
         raise DataError("k_sigma > 0 needs a 'power_w_std' column (predict with a Predictor)")
@@ -74,7 +74,7 @@ def fastest_under(
     return est.iloc[best]
 
 
-def _watts(name: str, value: object, positive: bool = False) -> float:
+def _number(name: str, value: object, positive: bool = False) -> float:
     """A finite real number (>= 0, or > 0 when ``positive``), else an error naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise DataError(f"{name} must be a number, got {value!r} ({type(value).__name__})")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .batch_efficiency import load_r
 from .errors import DataError, NoFeasibleModeError
-from .optimise import _watts, fastest_under
+from .optimise import _number, fastest_under
 
 OBJECTIVES = ("time", "energy")
 
@@ -63,7 +63,7 @@ def select(
         raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     est = time_to_accuracy(estimates, r)
     if deadline_s is not None:
-        deadline_s = _watts("deadline_s", deadline_s, positive=True)
+        deadline_s = _number("deadline_s", deadline_s, positive=True)
         if "samples" not in load_r(r).columns:
             raise DataError(
                 "deadline_s needs absolute samples to target (an r with a 'samples' column)"
