@@ -1,10 +1,10 @@
 """Does transfer learning work on real machines? The Zeus NSDI '23 traces (V100, A40).
 
 Everything here is measured data (datasets/real/, tools/import_zeus.py); nothing comes
-from the twin. Knobs are a datacenter GPU's: power limit x batch size. The predictor is
-the package's own MLP head (PowerTrainMLP, log inputs and targets, the Predictor's
-default transfer: fine-tune all layers + k-fold-weighted ridge blend), one head per
-target (epoch time, average power).
+from the twin. Knobs are a datacenter GPU's: power limit x batch size (the catalog's
+``v100``/``a40`` specs declare them). The predictor is the package's ``Predictor`` with
+its defaults (log inputs and targets; transfer: fine-tune all layers + k-fold-weighted
+ridge blend); its targets here are epoch time and average power.
 
 1. Across workloads: per GPU, a reference trained on the workload with the largest grid
    (rule fixed up front, before any result: the most configurations), transferred to
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import GradientBoostingRegressor
 
-from powertrain.predictor.estimator import PowerTrainMLP
+from powertrain.predictor import Predictor
 from powertrain.real_data import (
     KNOBS,
     TARGETS,
@@ -42,45 +42,21 @@ from powertrain.real_data import (
 )
 
 KS = (5, 10, 20)
-TRANSFER = dict(
-    layers="all",
-    head_init="reference",
-    epochs=100,
-    learning_rate=1e-3,
-    validation_fraction=0.0,
-    dropout=0.0,
-    residual_blend=True,
-)
 
 
 def _x(df: pd.DataFrame) -> np.ndarray:
     return df[list(KNOBS)].to_numpy(float)
 
 
-def fit_heads(df: pd.DataFrame, seed: int) -> dict:
-    return {
-        t: PowerTrainMLP(
-            input_transform="log",
-            target_transform="log",
-            random_state=seed + i,
-            batch_size=min(32, len(df)),
-        ).fit(_x(df), df[t].to_numpy(float))
-        for i, t in enumerate(TARGETS)
-    }
+def fit_heads(df: pd.DataFrame, seed: int) -> Predictor:
+    """The package's Predictor on a GPU corpus: its inputs are the device's knobs
+    (``power_limit_w``) plus ``batch_size``, read from the ``device`` column."""
+    return Predictor(targets=TARGETS, random_state=seed, progress=False).fit(df)
 
 
-def transfer_heads(heads: dict, df: pd.DataFrame, seed: int) -> dict:
-    return {
-        t: h.transfer(
-            _x(df),
-            df[t].to_numpy(float),
-            batch_size=len(df),
-            random_state=seed + i,
-            cv_folds=min(5, len(df) // 2),
-            **TRANSFER,
-        )
-        for i, (t, h) in enumerate(heads.items())
-    }
+def transfer_heads(ref: Predictor, df: pd.DataFrame, seed: int) -> Predictor:
+    """The Predictor's default transfer (fine-tune all layers + k-fold-weighted blend)."""
+    return ref.transfer(df, random_state=seed)
 
 
 def gb_heads(df: pd.DataFrame, seed: int) -> dict:
@@ -91,21 +67,18 @@ def gb_heads(df: pd.DataFrame, seed: int) -> dict:
     return out
 
 
-def predict(heads: dict, df: pd.DataFrame) -> dict[str, np.ndarray]:
-    out = {}
-    for t, h in heads.items():
-        if isinstance(h, GradientBoostingRegressor):
-            out[t] = np.exp(h.predict(np.log(_x(df))))
-        else:
-            out[t] = h.predict(_x(df))
-    return out
+def predict(model: Predictor | dict, df: pd.DataFrame) -> dict[str, np.ndarray]:
+    if isinstance(model, Predictor):
+        p = model.predict(df[list(KNOBS)], return_std=False)
+        return {t: p[t].to_numpy() for t in TARGETS}
+    return {t: np.exp(h.predict(np.log(_x(df)))) for t, h in model.items()}
 
 
 def mape(y, p) -> float:
     return float(np.mean(np.abs(np.asarray(p) / np.asarray(y) - 1)) * 100)
 
 
-def accuracy_rows(ref: dict, target: pd.DataFrame, case: str, draws: int) -> list[dict]:
+def accuracy_rows(ref: Predictor, target: pd.DataFrame, case: str, draws: int) -> list[dict]:
     rows = []
     for k in KS:
         if k >= len(target) - 5:
@@ -136,7 +109,7 @@ def accuracy_rows(ref: dict, target: pd.DataFrame, case: str, draws: int) -> lis
     return rows
 
 
-def decisions(gpu: str, wl: str, ref: dict, draws: int) -> list[dict]:
+def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
     """Pick (batch size, power limit) by time (and energy) to accuracy under each cap."""
     corpus = load_real_corpus(f"{gpu}_{wl}")
     r = load_real_r(wl).set_index("batch_size").epochs

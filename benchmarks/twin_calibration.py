@@ -235,11 +235,11 @@ def _band(v: float, lo: float, hi: float) -> str:
 def nn_floor(corpus: pd.DataFrame, seed: int = 0, quick: bool = False) -> dict:
     """The paper's NN floor: the package's MLP on 90 % of the grid, tested on 10 %."""
     from powertrain.metrics import mape
-    from powertrain.predictor.baselines import nn_on_all
+    from powertrain.predictor import PowerTrainMLP, Predictor
 
     train, test = train_test_split(corpus, test_size=0.1, random_state=seed)
-    kw = {"epochs": 150} if quick else {}
-    model = nn_on_all(train, random_state=seed, progress=False, **kw)
+    est = PowerTrainMLP(epochs=150) if quick else None
+    model = Predictor(est, random_state=seed, progress=False).fit(train)
     est = model.predict(test[["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]], 16)
     return {
         f"{t}/PowerTrainMLP": round(float(mape(test[t].to_numpy(), est[t].to_numpy())), 2)

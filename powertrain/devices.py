@@ -1,7 +1,8 @@
 """A device's power-mode space: enumeration, the profiling grid, presets, samples, sweep order.
 
 Why: every later step (profiling, prediction, selection) works on DataFrames of modes;
-this module is the only place that knows how a device's frequency tables become modes.
+this module is the only place that knows how a device's knobs (a Jetson's cores and
+frequency tables, a datacenter GPU's power limits) become modes.
 """
 
 from __future__ import annotations
@@ -11,17 +12,25 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from .errors import ModeError
-from .schema import MODE_COLUMNS, check_modes
+from .errors import DataError, ModeError, PowerTrainError
+from .schema import check_columns
 from .specs import DeviceSpec, SpecLike, load_device_spec
 
 _TOL = 1e-3  # MHz; tables are given to 0.1 kHz so this only absorbs float noise
+#: knobs that count things (written as integers)
+_INTEGER_KNOBS = ("cores",)
 
 
-def _grid(cores, cpu, gpu, mem) -> pd.DataFrame:
-    rows = list(itertools.product(cores, cpu, gpu, mem))
-    df = pd.DataFrame(rows, columns=list(MODE_COLUMNS))
-    df["cores"] = df["cores"].astype(int)
+def _grid(tables: dict) -> pd.DataFrame:
+    rows = list(itertools.product(*tables.values()))
+    df = pd.DataFrame(rows, columns=list(tables), dtype=float)
+    return _integers(df)
+
+
+def _integers(df: pd.DataFrame) -> pd.DataFrame:
+    for c in _INTEGER_KNOBS:
+        if c in df.columns:
+            df[c] = df[c].astype(int)
     return df
 
 
@@ -39,14 +48,23 @@ class Device:
         return f"Device({self.name!r}, modes={self.n_modes})"
 
     @property
+    def knobs(self) -> tuple[str, ...]:
+        """The device's knob columns (Jetson: ``cores, cpu_mhz, gpu_mhz, mem_mhz``)."""
+        return tuple(self.spec.knob_tables())
+
+    @property
+    def config_columns(self) -> tuple[str, ...]:
+        """What one training configuration is: the knobs plus ``batch_size`` (the inputs
+        of a predictor for this device)."""
+        return (*self.knobs, "batch_size")
+
+    @property
     def n_modes(self) -> int:
-        s = self.spec
-        return (s.cores - s.min_cores + 1) * len(s.cpu_mhz) * len(s.gpu_mhz) * len(s.mem_mhz)
+        return int(np.prod([len(t) for t in self.spec.knob_tables().values()], dtype=object))
 
     def power_modes(self) -> pd.DataFrame:
-        """Every combination of online cores, CPU, GPU and memory frequency."""
-        s = self.spec
-        return _grid(range(s.min_cores, s.cores + 1), s.cpu_mhz, s.gpu_mhz, s.mem_mhz)
+        """Every combination of the knobs' values (Jetson: cores x CPU x GPU x memory)."""
+        return _grid(self.spec.knob_tables())
 
     def profiling_grid(self) -> pd.DataFrame:
         """The subset a reference corpus profiles (Orin AGX: the paper's 4,368 modes).
@@ -56,51 +74,44 @@ class Device:
         g = self.spec.profiling_grid
         if not g:
             return self.power_modes()
-        df = _grid(g["cores"], g["cpu_mhz"], g["gpu_mhz"], g["mem_mhz"])
+        df = _grid({k: g[k] for k in self.knobs})
         return self.validate(df, source=f"{self.name} profiling_grid")
 
     def presets(self) -> pd.DataFrame:
         """The vendor's nvpmodel modes, caps resolved to table entries, with a ``name`` column."""
         rows = [
-            {
-                "name": p["name"],
-                "budget_w": p.get("budget_w"),
-                **{k: p[k] for k in MODE_COLUMNS},
-            }
+            {"name": p["name"], "budget_w": p.get("budget_w"), **{k: p[k] for k in self.knobs}}
             for p in self.spec.presets
         ]
-        df = pd.DataFrame(rows, columns=["name", "budget_w", *MODE_COLUMNS])
-        df["cores"] = df["cores"].astype(int)
-        return df
+        return _integers(pd.DataFrame(rows, columns=["name", "budget_w", *self.knobs]))
 
     def maxn(self) -> pd.DataFrame:
-        """The fastest mode: all cores, every frequency at its maximum (one row)."""
-        s = self.spec
-        return pd.DataFrame(
-            [[s.cores, max(s.cpu_mhz), max(s.gpu_mhz), max(s.mem_mhz)]], columns=list(MODE_COLUMNS)
-        )
+        """The fastest mode: every knob at its largest value (Jetson: all cores, every
+        frequency at its maximum; a GPU: the largest power limit). One row."""
+        tables = self.spec.knob_tables()
+        return _grid({k: [max(v)] for k, v in tables.items()})
 
     def sample(
         self, n: int, seed: int = 0, stratified: bool = False, modes: pd.DataFrame | None = None
     ) -> pd.DataFrame:
         """``n`` distinct modes drawn at random (from ``modes``, default every mode).
 
-        ``stratified`` spreads the draw over GPU x memory frequency cells (the two knobs
-        that move time and power most), so small samples still cover the space.
+        ``stratified`` spreads the draw over cells of the spec's ``stratify_by`` knobs
+        (Jetson: GPU x memory frequency, the two that move time and power most), so
+        small samples still cover the space.
         """
         if modes is None and not stratified:
             # draw positions in the mode space and decode them: the same rows as indexing
             # power_modes(), without building a space that may hold 10^11 modes
-            s = self.spec
-            axes = [np.arange(s.min_cores, s.cores + 1), s.cpu_mhz, s.gpu_mhz, s.mem_mhz]
+            tables = self.spec.knob_tables()
+            axes = [np.asarray(t, dtype=float) for t in tables.values()]
             total = int(np.prod([len(a) for a in axes], dtype=object))
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= total:
                 raise ValueError(f"n must be an integer in 1..{total}, got {n!r}")
             idx = np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
             pos = np.unravel_index(idx, [len(a) for a in axes])
-            out = pd.DataFrame({c: np.asarray(a)[p] for c, a, p in zip(MODE_COLUMNS, axes, pos)})
-            out["cores"] = out["cores"].astype(int)
-            return out
+            out = pd.DataFrame({c: a[p] for c, a, p in zip(tables, axes, pos)})
+            return _integers(out)
         pool = self.power_modes() if modes is None else modes.reset_index(drop=True)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= len(pool):
             raise ValueError(f"n must be an integer in 1..{len(pool)}, got {n!r}")
@@ -108,7 +119,7 @@ class Device:
         if not stratified:
             idx = rng.choice(len(pool), size=n, replace=False)
             return pool.iloc[np.sort(idx)].reset_index(drop=True)
-        cells = pool.groupby(["gpu_mhz", "mem_mhz"]).indices
+        cells = pool.groupby(list(self.spec.stratify_by or self.knobs)).indices
         keys = list(cells)
         rng.shuffle(keys)
         queues = {k: list(rng.permutation(cells[k])) for k in keys}
@@ -120,48 +131,56 @@ class Device:
         return pool.iloc[np.sort(chosen)].reset_index(drop=True)
 
     def sweep_order(self, modes: pd.DataFrame) -> pd.DataFrame:
-        """Order modes so CPU and GPU frequencies step downward, and mark the resets.
+        """Order modes so the ``step_down`` knobs only step downward; mark the resets.
 
-        The boards refuse raising CPU/GPU frequencies without a reboot (PowerTrain paper,
+        Jetsons refuse raising CPU/GPU frequencies without a reboot (PowerTrain paper,
         footnote 8). No single pass through a CPU x GPU product can be non-increasing in
         both, so the sweep is cut into chains: GPU frequency descending outermost, CPU
         frequency descending inside it, memory and cores (not restricted) innermost. That
         needs one reset per GPU step beyond the first, which is the minimum (a 13 x 14
         grid has an antichain of 13). ``reset_before`` is True on the first row of each
-        chain: the profiler restores the top settings (or the user reboots) there.
+        chain: the profiler restores the top settings (or the user reboots) there. A
+        device without such knobs is swept high to low with no reset.
         """
         df = self.validate(modes, source="sweep_order")
-        keys = ["gpu_mhz", "cpu_mhz", "mem_mhz", "cores"]
+        down = list(self.spec.step_down)
+        keys = down + [k for k in reversed(self.knobs) if k not in down]
         df = df.sort_values(keys, ascending=False, kind="mergesort").reset_index(drop=True)
-        rises = (df["cpu_mhz"].diff() > 0) | (df["gpu_mhz"].diff() > 0)
-        df["reset_before"] = rises.to_numpy()
+        rises = np.zeros(len(df), dtype=bool)
+        for k in down:
+            rises |= (df[k].diff() > 0).to_numpy()
+        df["reset_before"] = rises
         return df
 
     def validate(
         self, modes: pd.DataFrame, source: str | None = None, batch_size: bool = False
     ) -> pd.DataFrame:
         """Check every mode uses settings this device has; errors name the row and column."""
-        df = check_modes(modes, source=source, batch_size=batch_size)
+        cols = self.config_columns if batch_size else self.knobs
+        df = check_columns(modes, cols, source=source, positive=cols)
         s = self.spec
         where = f"{source}: " if source else ""
-        bad_cores = (df["cores"] < s.min_cores) | (df["cores"] > s.cores)
-        if bad_cores.any():
-            i = int(np.flatnonzero(bad_cores.to_numpy())[0])
-            raise ModeError(
-                f"{where}row {i + 1}, column 'cores': {df['cores'].iloc[i]} is outside "
-                f"{s.min_cores}..{s.cores} for {s.name}"
-            )
-        for col, table in (("cpu_mhz", s.cpu_mhz), ("gpu_mhz", s.gpu_mhz), ("mem_mhz", s.mem_mhz)):
-            t = np.asarray(table)
-            v = df[col].to_numpy()
+        for col, table in s.knob_tables().items():
+            t = np.asarray(table, dtype=float)
+            v = df[col].to_numpy(dtype=float)
+            if col in _INTEGER_KNOBS:  # a count: say the range
+                bad = (v < t.min()) | (v > t.max())
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise ModeError(
+                        f"{where}row {i + 1}, column '{col}': {df[col].iloc[i]} is outside "
+                        f"{t.min():g}..{t.max():g} for {s.name}"
+                    )
+                continue
             nearest = t[np.abs(v[:, None] - t[None, :]).argmin(axis=1)]
             bad = np.abs(nearest - v) > _TOL
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
+                unit = " MHz" if col.endswith("_mhz") else ""
+                what = "frequency" if col.endswith("_mhz") else f"{col} setting"
                 raise ModeError(
-                    f"{where}row {i + 1}, column '{col}': {v[i]:g} MHz is not a {s.name} "
-                    "frequency; "
-                    f"available: {', '.join(f'{x:g}' for x in table)}"
+                    f"{where}row {i + 1}, column '{col}': {v[i]:g}{unit} is not a {s.name} "
+                    f"{what}; available: {', '.join(f'{x:g}' for x in table)}"
                 )
             df[col] = nearest  # snap away float noise so joins on modes are exact
         return df
@@ -172,3 +191,32 @@ def get_device(spec: SpecLike | Device) -> Device:
     if isinstance(spec, Device):
         return spec
     return Device(load_device_spec(spec))
+
+
+def table_device(df: pd.DataFrame, source: str | None = None) -> Device | None:
+    """The one known device a ``device`` column names (None without the column)."""
+    if "device" not in df.columns:
+        return None
+    where = f"{source}: " if source else ""
+    names = df["device"].dropna().astype(str).unique()
+    if len(names) != 1 or df["device"].isna().any():
+        raise DataError(
+            f"{where}column 'device' must hold one device for every row, found "
+            f"{sorted(names) or 'none'}{' and empty cells' if df['device'].isna().any() else ''}"
+        )
+    try:
+        return get_device(names[0])
+    except PowerTrainError as e:
+        raise DataError(f"{where}column 'device': {e}") from None
+
+
+def check_device(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """With a ``device`` column: one known device, and every row one of its modes.
+
+    Why: a 999.9 MHz GPU clock or 64 cores on an Orin is a typo or another board's data,
+    and a model trained on it predicts a board that does not exist.
+    """
+    dev = table_device(df, source)
+    if dev is not None:
+        dev.validate(df, source=source or "samples", batch_size=True)
+    return df

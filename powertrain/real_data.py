@@ -3,8 +3,9 @@
 Why: every other figure of this package is measured on its own twin. These corpora are
 real GPUs: epoch time and average power over (batch size, power limit), and per workload
 the median epochs to a target metric per batch size (a real r vector). Their knobs are a
-datacenter GPU's (``power_limit_w``, ``batch_size``), not a Jetson's, so they have their
-own loader; ``tools/import_zeus.py`` made them.
+datacenter GPU's (``power_limit_w``, declared by the catalog's ``v100``/``a40`` specs)
+and their time is per epoch, so a predictor for them is
+``Predictor(targets=("epoch_s", "power_w"))``; ``tools/import_zeus.py`` made them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import pandas as pd
 
 from .corpora import _folder
+from .devices import check_device
 from .errors import DataError
 from .hashing import sha256_file
 from .schema import check_columns, read_csv
@@ -34,15 +36,18 @@ def real_corpus_names() -> list[str]:
 
 def load_real_corpus(name: str) -> pd.DataFrame:
     """One GPU x workload: device, workload, batch_size, power_limit_w, epoch_s, power_w.
-    The file's SHA-256 must match its provenance sidecar."""
+    The file's SHA-256 must match its provenance sidecar, and every power limit must be
+    one the device's spec declares."""
     path = _dir() / f"{name}.csv"
     if not path.is_file():
         raise DataError(f"no real corpus named {name!r}; known: {', '.join(real_corpus_names())}")
     meta = json.loads(path.with_suffix(".provenance.json").read_text())
     if sha256_file(path) != meta.get("csv_sha256"):
         raise DataError(f"{path}: contents differ from its provenance (sha256); re-import it")
-    df = read_csv(path)
-    return check_columns(df, [*KNOBS, *TARGETS], source=str(path), positive=[*KNOBS, *TARGETS])
+    df = check_columns(
+        read_csv(path), [*KNOBS, *TARGETS], source=str(path), positive=[*KNOBS, *TARGETS]
+    )
+    return check_device(df, source=str(path))
 
 
 def real_provenance(name: str) -> dict:

@@ -83,9 +83,16 @@ def check_modes(
     return check_columns(df, cols, source, positive=cols)
 
 
-def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
-    """Validate a measured table: config columns plus positive ``time_ms`` and ``power_w``."""
-    cols = CONFIG_COLUMNS + TARGET_COLUMNS
+def check_samples(
+    df: pd.DataFrame,
+    source: str | None = None,
+    columns: Iterable[str] = CONFIG_COLUMNS + TARGET_COLUMNS,
+) -> pd.DataFrame:
+    """Validate a measured table: configuration columns and targets, all positive.
+
+    ``columns`` default to a Jetson's (``cores .. batch_size``, ``time_ms``, ``power_w``);
+    a device with other knobs passes its own (``Device.config_columns`` + targets)."""
+    cols = tuple(columns)
     return check_columns(df, cols, source, positive=cols)
 
 

@@ -18,21 +18,33 @@ from .errors import SpecError
 _CATALOG = "powertrain.catalog"
 
 
+#: a Jetson's knobs, in the order modes list them (the package's original schema)
+JETSON_KNOBS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """Everything the package knows about one board model.
 
-    ``cpu_mhz``/``gpu_mhz``/``mem_mhz`` are the settable frequency tables; ``cores`` the
-    number of CPU cores (modes use 1..cores online). ``presets`` are the vendor's named
-    modes (nvpmodel) with caps already resolved to table entries. ``twin`` holds the
-    physical parameters the digital twin simulates the board with (optional).
+    A device declares its knobs, the settings a configuration is made of. A Jetson gives
+    ``cores`` (modes use ``min_cores``..``cores`` online) and the settable frequency
+    tables ``cpu_mhz``/``gpu_mhz``/``mem_mhz``; any other device gives ``knobs``, a
+    mapping of knob name to its settable values (a datacenter GPU:
+    ``{"power_limit_w": [100, 125, ...]}``). ``step_down`` names the knobs a board
+    cannot raise without a reset (Jetson CPU/GPU clocks); ``stratify_by`` the knobs a
+    stratified sample spreads over. ``presets`` are the vendor's named modes (nvpmodel)
+    with caps already resolved to table entries. ``twin`` holds the physical parameters
+    the digital twin simulates the board with (optional).
     """
 
     name: str
-    cores: int
-    cpu_mhz: tuple[float, ...]
-    gpu_mhz: tuple[float, ...]
-    mem_mhz: tuple[float, ...]
+    cores: int = 0
+    cpu_mhz: tuple[float, ...] = ()
+    gpu_mhz: tuple[float, ...] = ()
+    mem_mhz: tuple[float, ...] = ()
+    knobs: dict = field(default_factory=dict)
+    step_down: tuple[str, ...] = ()
+    stratify_by: tuple[str, ...] = ()
     description: str = ""
     min_cores: int = 1
     presets: tuple[dict, ...] = ()
@@ -41,10 +53,29 @@ class DeviceSpec:
     sysfs: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
+    def knob_tables(self) -> dict[str, tuple[float, ...]]:
+        """Every knob and its settable values, in the order modes list them."""
+        if self.knobs:
+            return dict(self.knobs)
+        return {
+            "cores": tuple(float(c) for c in range(self.min_cores, self.cores + 1)),
+            "cpu_mhz": self.cpu_mhz,
+            "gpu_mhz": self.gpu_mhz,
+            "mem_mhz": self.mem_mhz,
+        }
+
     def to_dict(self) -> dict:
+        """The JSON form :func:`device_spec_from_dict` reads back (a round trip)."""
         d = asdict(self)
-        for k in ("cpu_mhz", "gpu_mhz", "mem_mhz", "presets"):
+        for k in ("cpu_mhz", "gpu_mhz", "mem_mhz", "presets", "step_down", "stratify_by"):
             d[k] = list(d[k])
+        if self.knobs:
+            d["knobs"] = {k: list(v) for k, v in self.knobs.items()}
+            for k in (*JETSON_KNOBS, "min_cores"):
+                del d[k]
+        else:
+            del d["knobs"]
+        d.update(d.pop("extra"))  # unknown keys were kept at the top level
         return d
 
 
@@ -68,7 +99,7 @@ class WorkloadSpec:
         return asdict(self)
 
 
-_DEVICE_REQUIRED = ("name", "cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
+_JETSON_REQUIRED = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 _WORKLOAD_REQUIRED = ("name",)
 
 
@@ -92,6 +123,10 @@ def _load_json(path: Path) -> dict:
 MAX_MHZ = 1e5
 
 
+#: no other knob (watts, threads, workers) reaches this either
+MAX_KNOB = 1e6
+
+
 def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
     raw = data.get(key)
     if not isinstance(raw, (list, tuple)) or not raw:
@@ -108,16 +143,81 @@ def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
     return tuple(sorted(out))
 
 
+def _knob_tables(data: Any, where: str) -> dict[str, tuple[float, ...]]:
+    """``knobs``: knob name -> non-empty list of distinct positive finite values."""
+    if not isinstance(data, dict) or not data:
+        raise SpecError(f"{where}: 'knobs' must be a non-empty mapping of knob name to values")
+    out = {}
+    for name, raw in data.items():
+        if not isinstance(name, str) or not name.isidentifier() or name == "batch_size":
+            raise SpecError(
+                f"{where}: knob name {name!r} must be an identifier other than batch_size "
+                "(batch size is every device's extra input)"
+            )
+        if name.endswith("_mhz"):
+            out[name] = _freq_table(data, name, f"{where} knobs")
+            continue
+        if not isinstance(raw, (list, tuple)) or not raw:
+            raise SpecError(f"{where}: knobs['{name}'] must be a non-empty list of values")
+        vals = []
+        for i, v in enumerate(raw):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_KNOB:
+                raise SpecError(
+                    f"{where}: knobs['{name}'][{i}] = {v!r} is not a number in (0, {MAX_KNOB:g}]"
+                )
+            vals.append(float(v))
+        if len(set(vals)) != len(vals):
+            raise SpecError(f"{where}: knobs['{name}'] lists a value twice")
+        out[name] = tuple(sorted(vals))
+    return out
+
+
+def _knob_list(data: dict, key: str, knobs: tuple[str, ...], where: str, default) -> tuple:
+    raw = data.get(key, default)
+    if not isinstance(raw, (list, tuple)) or not all(k in knobs for k in raw):
+        raise SpecError(f"{where}: '{key}' must list knobs of this device ({', '.join(knobs)})")
+    return tuple(raw)
+
+
 def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
     """Validate a mapping and build a :class:`DeviceSpec` (``where`` names it in errors)."""
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected a mapping, found {type(data).__name__}")
-    missing = [k for k in _DEVICE_REQUIRED if k not in data]
-    if missing:
-        raise SpecError(f"{where}: missing field(s) {', '.join(missing)}")
-    name = data["name"]
+    name = data.get("name")
     if not isinstance(name, str) or not name:
-        raise SpecError(f"{where}: 'name' must be a non-empty string")
+        raise SpecError(f"{where}: missing field 'name' (a non-empty string)")
+    common = dict(
+        name=name,
+        description=str(data.get("description", "")),
+        presets=tuple(data.get("presets", ())),
+        profiling_grid=data.get("profiling_grid"),
+        twin=data.get("twin"),
+        sysfs=dict(data.get("sysfs", {})),
+        extra={k: v for k, v in data.items() if k not in DeviceSpec.__dataclass_fields__},
+    )
+    if "knobs" in data:  # any device that is not a Jetson: its knobs are data
+        clash = [k for k in _JETSON_REQUIRED if k in data]
+        if clash:
+            raise SpecError(
+                f"{where}: give either 'knobs' or a Jetson's {', '.join(_JETSON_REQUIRED)}, "
+                f"not both (found {', '.join(clash)})"
+            )
+        knobs = _knob_tables(data["knobs"], where)
+        names = tuple(knobs)
+        spec = DeviceSpec(
+            knobs=knobs,
+            step_down=_knob_list(data, "step_down", names, where, ()),
+            stratify_by=_knob_list(data, "stratify_by", names, where, names),
+            **common,
+        )
+        _check_presets(spec, where)
+        return spec
+    missing = [k for k in _JETSON_REQUIRED if k not in data]
+    if missing:
+        raise SpecError(
+            f"{where}: missing field(s) {', '.join(missing)} (or give 'knobs' for a device "
+            "that is not a Jetson)"
+        )
     cores = data["cores"]
     if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1024:
         raise SpecError(f"{where}: 'cores' must be an integer in 1..1024, found {cores!r}")
@@ -125,24 +225,24 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
     if not isinstance(min_cores, int) or not 1 <= min_cores <= cores:
         raise SpecError(f"{where}: 'min_cores' must be an integer in 1..{cores}")
     spec = DeviceSpec(
-        name=name,
         cores=cores,
         cpu_mhz=_freq_table(data, "cpu_mhz", where),
         gpu_mhz=_freq_table(data, "gpu_mhz", where),
         mem_mhz=_freq_table(data, "mem_mhz", where),
-        description=str(data.get("description", "")),
         min_cores=min_cores,
-        presets=tuple(data.get("presets", ())),
-        profiling_grid=data.get("profiling_grid"),
-        twin=data.get("twin"),
-        sysfs=dict(data.get("sysfs", {})),
-        extra={k: v for k, v in data.items() if k not in DeviceSpec.__dataclass_fields__},
+        step_down=_knob_list(data, "step_down", JETSON_KNOBS, where, ("gpu_mhz", "cpu_mhz")),
+        stratify_by=_knob_list(data, "stratify_by", JETSON_KNOBS, where, ("gpu_mhz", "mem_mhz")),
+        **common,
     )
+    _check_presets(spec, where)
+    return spec
+
+
+def _check_presets(spec: DeviceSpec, where: str) -> None:
     for i, p in enumerate(spec.presets):
-        for k in ("name", "cores", "cpu_mhz", "gpu_mhz", "mem_mhz"):
+        for k in ("name", *spec.knob_tables()):
             if k not in p:
                 raise SpecError(f"{where}: presets[{i}] is missing '{k}'")
-    return spec
 
 
 def workload_spec_from_dict(data: dict, where: str = "workload spec") -> WorkloadSpec:

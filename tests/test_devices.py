@@ -18,8 +18,51 @@ EXPECTED_MODES = {
 }
 
 
-def test_catalog_lists_the_five_devices():
-    assert set(pt.device_names()) == set(EXPECTED_MODES)
+#: datacenter GPUs of the real traces: one knob, the power limit (25 W steps)
+GPU_MODES = {"v100": 7, "a40": 9}
+
+
+def test_catalog_lists_the_five_jetsons_and_two_gpus():
+    assert set(pt.device_names()) == set(EXPECTED_MODES) | set(GPU_MODES)
+
+
+@pytest.mark.parametrize("name,count", GPU_MODES.items())
+def test_a_gpu_declares_its_own_knobs(name, count):
+    dev = pt.get_device(name)
+    assert dev.knobs == ("power_limit_w",) and dev.n_modes == count
+    assert dev.config_columns == ("power_limit_w", "batch_size")
+    modes = dev.power_modes()
+    assert list(modes.columns) == ["power_limit_w"] and modes.power_limit_w.min() == 100
+    assert dev.maxn().power_limit_w.item() == modes.power_limit_w.max()
+    order = dev.sweep_order(modes)
+    assert order.power_limit_w.is_monotonic_decreasing and not order.reset_before.any()
+    assert len(dev.sample(3, seed=1)) == len(dev.sample(3, seed=1, stratified=True)) == 3
+    with pytest.raises(pt.ModeError, match=r"row 2, column 'power_limit_w': 130 is not a"):
+        dev.validate(pd.DataFrame({"power_limit_w": [100, 130]}))
+    again = pt.get_device(dev.spec.to_dict())  # the JSON form round-trips
+    assert again.spec == dev.spec
+
+
+def test_a_jetson_spec_round_trips_through_its_json_form():
+    spec = pt.get_device("orin-agx").spec
+    assert pt.get_device(spec.to_dict()).spec == spec
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ({"name": "g", "knobs": {}}, "non-empty mapping"),
+        ({"name": "g", "knobs": {"batch_size": [1]}}, "other than batch_size"),
+        ({"name": "g", "knobs": {"power_limit_w": [100, 100]}}, "lists a value twice"),
+        ({"name": "g", "knobs": {"power_limit_w": [-5]}}, r"knobs\['power_limit_w'\]\[0\]"),
+        ({"name": "g", "knobs": {"w": [1]}, "cores": 4}, "either 'knobs' or"),
+        ({"name": "g", "knobs": {"w": [1]}, "step_down": ["v"]}, "step_down"),
+        ({"name": "g"}, "or give 'knobs'"),
+    ],
+)
+def test_bad_knob_specs_are_refused_by_name(spec, match):
+    with pytest.raises(pt.SpecError, match=match):
+        pt.get_device(spec)
 
 
 @pytest.mark.parametrize("name,count", EXPECTED_MODES.items())

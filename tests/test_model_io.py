@@ -17,7 +17,7 @@ from synthetic import synthetic_corpus
 import powertrain as pt
 from powertrain.errors import ModelFileError
 from powertrain.hashing import sha256_file
-from powertrain.predictor import Predictor, pretrained_names
+from powertrain.predictor import PowerTrainMLP, Predictor, pretrained_names
 from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE
 
 torch.set_num_threads(1)
@@ -30,7 +30,9 @@ def grid() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def model(grid) -> Predictor:
-    ref = Predictor(hidden=(32, 16, 8), epochs=5, progress=False).fit(synthetic_corpus(grid))
+    ref = Predictor(PowerTrainMLP(hidden_layer_sizes=(32, 16, 8), epochs=5), progress=False).fit(
+        synthetic_corpus(grid)
+    )
     return ref.transfer(synthetic_corpus(grid, "c").sample(30, random_state=0), epochs=20)
 
 
@@ -45,7 +47,7 @@ def test_round_trip_is_bit_identical(model, saved, grid):
     a, b = model.predict(modes), loaded.predict(modes)
     for c in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
         assert np.array_equal(a[c].to_numpy(), b[c].to_numpy()), c
-    assert loaded.get_params() == model.get_params()
+    assert repr(loaded.get_params()) == repr(model.get_params())
     assert loaded.feature_ranges_ == model.feature_ranges_
     assert loaded.info_["kind"] == "transferred"
     for head in loaded.heads_.values():  # the residual blend's frozen net and ridge came back
@@ -57,7 +59,7 @@ def test_round_trip_is_bit_identical(model, saved, grid):
 def test_files_are_tensors_and_json(saved):
     assert sorted(p.name for p in saved.iterdir()) == [META_FILE, WEIGHTS_FILE]
     meta = json.loads((saved / META_FILE).read_text())
-    assert meta["format_version"] == 1 and meta["weights_sha256"] == sha256_file(
+    assert meta["format_version"] == 2 and meta["weights_sha256"] == sha256_file(
         saved / WEIGHTS_FILE
     )
     tensors = torch.load(saved / WEIGHTS_FILE, weights_only=True)
@@ -112,7 +114,9 @@ def test_tampered_weights_refused(saved):
         (lambda d: (d / META_FILE).write_text("{not json"), "unreadable"),
         (lambda d: _edit(d, format_version=99), "version 99 is not supported"),
         (lambda d: _edit(d, format="something-else"), "not a powertrain-predictor"),
-        (lambda d: _edit(d, inputs=["cores"]), "inputs/targets"),
+        (lambda d: _edit(d, inputs=["cores"]), "feature_ranges .* do not match inputs"),
+        (lambda d: _edit(d, targets=["time_ms"]), "heads .* do not match targets"),
+        (lambda d: _edit(d, inputs=["cores", "cores"]), "distinct names"),
         (lambda d: _edit(d, weights_file="../../etc/passwd"), "plain file name"),
         (lambda d: _drop(d, "heads"), "missing field"),
         (lambda d: _drop_tensor(d), "inconsistent model"),
@@ -217,12 +221,40 @@ def test_architecture_in_model_json_must_match_the_tensors(tmp_path):
     src = tmp_path / "m"
     Predictor.from_pretrained("orin-agx/resnet18").save(src)
     meta = json.loads((src / "model.json").read_text())
-    meta["params"]["hidden"] = [512, 128, 64]  # the weights are still 256-128-64
+    meta["params"]["estimator"] = {"hidden_layer_sizes": [512, 128, 64]}  # weights: 256-128-64
     (src / "model.json").write_text(json.dumps(meta))
-    with pytest.raises(ModelFileError, match=r"params.hidden \[512, 128, 64\] disagrees"):
+    with pytest.raises(ModelFileError, match=r"hidden layers \[512, 128, 64\] in params disagree"):
         Predictor.load(src)
-    meta["params"]["hidden"] = [256, 128, 64]
+    meta["params"]["estimator"] = None  # the default estimator: 256-128-64
     meta["heads"]["power_w"]["params"]["hidden_layer_sizes"] = [512, 128, 64]
     (src / "model.json").write_text(json.dumps(meta))
     with pytest.raises(ModelFileError):
         Predictor.load(src)
+
+
+def test_a_version_1_file_still_loads_and_predicts_the_same(model, saved, grid):
+    """Files written before the Predictor held clones (flat parameters, format 1) load
+    into the same model."""
+    meta = json.loads((saved / "model.json").read_text())
+    est = meta["params"].pop("estimator")
+    meta["params"].update(
+        hidden=est["hidden_layer_sizes"],
+        **{k: est[k] for k in ("dropout", "learning_rate", "epochs", "batch_size")},
+        validation_fraction=est["validation_fraction"],
+        input_transform=est["input_transform"],
+        target_transform=est["target_transform"],
+        transfer_epochs=100,
+        transfer_residual_blend=True,
+    )
+    del meta["params"]["inputs"], meta["params"]["targets"]
+    meta["format_version"] = 1
+    (saved / "model.json").write_text(json.dumps(meta))
+    old = Predictor.load(saved)
+    assert old.estimator.get_params() == model.estimator.get_params()
+    assert old.inputs_ == model.inputs_ and old.targets_ == model.targets_
+    modes = grid.head(30)
+    pd.testing.assert_frame_equal(old.predict(modes, 16), model.predict(modes, 16))
+    meta["inputs"] = ["power_limit_w", "batch_size"]  # version 1 knew only the Jetson inputs
+    (saved / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match="version-1 file must have the Jetson inputs"):
+        Predictor.load(saved)

@@ -12,12 +12,15 @@ from synthetic import synthetic_corpus
 
 import powertrain as pt
 from powertrain.errors import DataError
-from powertrain.predictor import ExtrapolationWarning, Predictor
+from powertrain.predictor import ExtrapolationWarning, PowerTrainMLP, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
 
 torch.set_num_threads(1)
 
-FAST = dict(hidden=(64, 32, 16), epochs=15, batch_size=64, progress=False)
+FAST = dict(
+    estimator=PowerTrainMLP(hidden_layer_sizes=(64, 32, 16), epochs=15, batch_size=64),
+    progress=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +46,21 @@ def test_fit_learns_reference(ref, grid):
 
 
 def test_constructor_stores_params_only():
-    p = Predictor(epochs=7)
-    assert p.get_params()["epochs"] == 7
+    p = Predictor(PowerTrainMLP(epochs=7))
+    assert p.get_params()["estimator__epochs"] == 7
     assert not [k for k in vars(p) if k.endswith("_")]
-    assert p.set_params(epochs=3) is p and p.epochs == 3
+    assert p.set_params(estimator__epochs=3) is p and p.estimator.epochs == 3
+
+
+def test_heads_are_clones_of_one_estimator(grid):
+    """One parameter set: both heads carry the estimator's parameters (seeds apart), and
+    fitting never touches the estimator the user passed."""
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=3, dropout=0.2)
+    p = Predictor(est, random_state=5, progress=False).fit(synthetic_corpus(grid, "a"))
+    assert not hasattr(est, "net_")
+    for i, head in enumerate(p.heads_.values()):
+        assert head is not est
+        assert head.get_params() == {**est.get_params(), "random_state": 5 + i, "verbose": False}
 
 
 def test_predict_keeps_columns_and_adds_uncertainty(ref, grid):
@@ -88,7 +102,7 @@ def test_transfer_returns_new_model_and_leaves_reference_alone(ref, target):
             for d in h.net_.modules()
             if isinstance(d, torch.nn.Dropout)
         }
-        assert rates == {ref.dropout}
+        assert rates == {ref.estimator.dropout}
     pd.testing.assert_frame_equal(ref.predict(probe), pred_before)
     assert model.info_["kind"] == "transferred" and model.n_samples_ == 30
 

@@ -21,7 +21,16 @@ from powertrain.predictor import PowerTrainMLP
 torch.set_num_threads(1)
 
 
-@parametrize_with_checks([PowerTrainMLP(hidden_layer_sizes=(32, 16, 8), epochs=20)])
+@parametrize_with_checks(
+    [  # the contract's data can be negative: plain standardisation, not the log default
+        PowerTrainMLP(
+            hidden_layer_sizes=(32, 16, 8),
+            epochs=20,
+            input_transform="none",
+            target_transform="none",
+        )
+    ]
+)
 def test_sklearn_contract(estimator, check):
     check(estimator)
 
@@ -35,13 +44,16 @@ def _data(n=200, seed=0):
 
 def test_grid_search_and_pipeline():
     X, y = _data()
-    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=1)
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=1, input_transform="none")
     # one epoch cannot fit this curve, sixty can: a search that ranks by score must say so
     search = GridSearchCV(est, {"epochs": [1, 60]}, cv=2).fit(X, y)
     assert search.best_params_ == {"epochs": 60}
     scores = search.cv_results_["mean_test_score"]
     assert scores[1] > scores[0] + 0.1
-    pipe = make_pipeline(FunctionTransformer(np.log), PowerTrainMLP(epochs=10)).fit(X, y)
+    pipe = make_pipeline(
+        FunctionTransformer(np.log), PowerTrainMLP(epochs=10, input_transform="none")
+    )
+    pipe.fit(X, y)
     assert pipe.score(X, y) > 0.5
 
 
@@ -58,9 +70,9 @@ def test_transfer_and_std_on_arrays():
 def test_residual_blend_is_optional_and_recovers_a_scaled_target():
     X, y = _data()
     ref = PowerTrainMLP(epochs=30, target_transform="log").fit(X, y)
-    plain = ref.transfer(X[:20], 1.5 * y[:20], epochs=5)
+    plain = ref.transfer(X[:20], 1.5 * y[:20], epochs=5, residual_blend=False)
     assert plain.correction_ is None
-    new = ref.transfer(X[:20], 1.5 * y[:20], epochs=5, residual_blend=True)
+    new = ref.transfer(X[:20], 1.5 * y[:20], epochs=5)
     corr = new.correction_
     assert 0.0 <= corr["weight"] <= 1.0 and corr["coef"].shape == (X.shape[1] + 2,)
     # a constant factor is exactly what the frozen net + ridge intercept represents
@@ -93,3 +105,49 @@ def test_the_stated_scikit_learn_lower_bound_covers_the_apis_used():
     assert bound >= (1, 6), spec
     installed = tuple(int(x) for x in sklearn.__version__.split(".")[:2])
     assert installed >= bound
+
+
+def test_transfer_is_its_three_steps_and_leaves_the_reference_alone():
+    """transfer = k-fold errors -> fine-tune on all rows -> ridge correction, blended by
+    inverse k-fold error; every step reproducible from the public pieces."""
+    from sklearn.model_selection import KFold
+
+    from powertrain.predictor.estimator import _inverse_error_weight
+
+    X, y = _data()
+    ref = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=20).fit(X, y)
+    before = {k: v.clone() for k, v in ref.net_.state_dict().items()}
+    new = ref.transfer(X[:30], 2 * y[:30], epochs=10, random_state=3)
+    assert all(torch.equal(before[k], v) for k, v in ref.net_.state_dict().items())
+    assert ref.correction_ is None and new.correction_ is not None
+    settings = dict(
+        layers="all",
+        head_init="reference",
+        body_lr_scale=1.0,
+        dropout=0.0,
+        params=dict(
+            epochs=10,
+            learning_rate=1e-3,
+            batch_size=30,
+            loss="mse",
+            random_state=3,
+            validation_fraction=0.0,
+        ),
+    )
+    t = np.log(2 * y[:30])
+    folds = list(KFold(5, shuffle=True, random_state=4).split(X[:30]))
+    e_nn, e_rx = ref._kfold_errors(X[:30], 2 * y[:30], t, folds, settings, True)
+    assert e_nn.shape == e_rx.shape == (30,)
+    assert new.correction_["weight"] == pytest.approx(_inverse_error_weight(e_nn, e_rx))
+    tuned = ref._fine_tune(X[:30], 2 * y[:30], settings)
+    assert tuned.correction_ is None
+    assert all(torch.equal(a, b) for a, b in zip(tuned.net_.parameters(), new.net_.parameters()))
+
+
+def test_transfer_accepts_a_random_state_object_and_refuses_bad_folds():
+    X, y = _data(60)
+    ref = PowerTrainMLP(hidden_layer_sizes=(8,), epochs=5).fit(X, y)
+    new = ref.transfer(X[:20], y[:20], epochs=3, random_state=np.random.RandomState(0))
+    assert isinstance(new.random_state, int)  # the seed drawn is recorded, so it repeats
+    with pytest.raises(ValueError, match="cv_folds"):
+        ref.transfer(X[:20], y[:20], cv_folds=-1)

@@ -53,3 +53,55 @@ def test_importer_reproduces_the_shipped_files_and_names_a_missing_column(tmp_pa
     )
     assert res.returncode == 1
     assert "summary_power_a40.csv: missing column(s) average_power" in res.stderr
+
+
+def _small(**kw):
+    from powertrain.predictor import PowerTrainMLP, Predictor
+
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=5)
+    return Predictor(est, targets=("epoch_s", "power_w"), progress=False, **kw)
+
+
+def test_a_predictor_on_a_gpu_corpus_reads_the_gpus_knobs_and_saves_them(tmp_path):
+    from powertrain.predictor import Predictor
+
+    corpus = load_real_corpus("v100_resnet50-imagenet")
+    model = _small().fit(corpus)
+    assert model.inputs_ == ("power_limit_w", "batch_size")
+    assert model.targets_ == ("epoch_s", "power_w")
+    a40 = load_real_corpus("a40_resnet50-imagenet")
+    new = model.transfer(a40.sample(10, random_state=0))  # same knobs: a transfer
+    new.save(tmp_path / "m")
+    back = Predictor.load(tmp_path / "m")
+    assert back.inputs_ == new.inputs_ and back.targets_ == new.targets_
+    grid = a40[["power_limit_w", "batch_size"]]
+    assert back.predict(grid).equals(new.predict(grid))
+    assert set(back.score_by_target(a40)) == {"epoch_s", "power_w"}
+
+
+def test_a_transfer_between_devices_with_other_knobs_is_a_clear_error():
+    import powertrain as pt
+    from powertrain.predictor import Predictor
+
+    gpu_model = _small().fit(load_real_corpus("v100_bert-squad"))
+    jetson = pt.profile(
+        pt.Twin("orin-agx", "mobilenetv3", seed=0),
+        pt.get_device("orin-agx").sample(8, seed=1),
+        batch_size=16,
+        progress=False,
+    )
+    with pytest.raises(DataError, match="samples come from orin-agx, whose configuration"):
+        gpu_model.transfer(jetson)
+    jetson_ref = Predictor.from_pretrained("orin-agx/resnet18")
+    with pytest.raises(DataError, match=r"from v100.*power_limit_w, batch_size; this model"):
+        jetson_ref.transfer(load_real_corpus("v100_bert-squad").rename(columns={"epoch_s": "x"}))
+
+
+def test_a_power_limit_the_gpu_does_not_have_names_file_row_and_column():
+    from powertrain.devices import check_device
+    from powertrain.errors import ModeError
+
+    df = load_real_corpus("a40_bert-squad").copy()
+    df.loc[2, "power_limit_w"] = 130.0
+    with pytest.raises(ModeError, match=r"a40_bert-squad.csv: row 3, column 'power_limit_w': 130"):
+        check_device(df, source="a40_bert-squad.csv")

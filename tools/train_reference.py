@@ -48,7 +48,8 @@ def train_reference(name: str, out_root: str | Path = _REPO_MODELS, progress: bo
 
 def model_card(name: str, corpus_name: str, model: Predictor, seconds: float) -> str:
     prov = provenance(corpus_name)
-    p = model.get_params()
+    p = model.heads_["time_ms"].get_params()  # both heads are clones of one estimator
+    layers = "-".join(map(str, p["hidden_layer_sizes"]))
     val = {t: model.heads_[t].validation_mape_ for t in TARGETS}
     best = {t: model.heads_[t].best_epoch_ + 1 for t in TARGETS}
     ranges = "\n".join(
@@ -90,7 +91,7 @@ est = model.predict(pt.get_device("orin-agx").power_modes(), batch_size=16)
 
 ## Model
 
-Per target: MLP {"-".join(map(str, p["hidden"]))}-1, ReLU x3, dropout {p["dropout"]} after
+Per target: MLP {layers}-1, ReLU x3, dropout {p["dropout"]} after
 layers 1 and 2, Adam lr {p["learning_rate"]}, MSE, {p["epochs"]} epochs, minibatch
 {p["batch_size"]}, weights of the best validation epoch (time: epoch {best["time_ms"]},
 power: epoch {best["power_w"]}); inputs `{p["input_transform"]}`-transformed then

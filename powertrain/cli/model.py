@@ -45,17 +45,18 @@ def _check_out(path: str, *, directory: bool) -> None:
 def _modes_of_device(modes, device_name: str, source: str):
     """Check that every row of a modes CSV is a power mode of ``device_name``."""
     from ..devices import get_device
-    from ..schema import MODE_COLUMNS
 
-    missing = [c for c in MODE_COLUMNS if c not in modes.columns]
+    device = get_device(device_name)
+    knobs = list(device.knobs)
+    missing = [c for c in knobs if c not in modes.columns]
     if missing:
         raise DataError(f"{source}: missing column {missing[0]!r}")
-    known = get_device(device_name).power_modes()[list(MODE_COLUMNS)]
+    known = device.power_modes()[knobs]
     allowed = {tuple(float(v) for v in row) for row in known.itertuples(index=False)}
-    for i, row in enumerate(modes[list(MODE_COLUMNS)].itertuples(index=False)):
+    for i, row in enumerate(modes[knobs].itertuples(index=False)):
         if tuple(float(v) for v in row) not in allowed:
             raise DataError(
-                f"{source}: row {i + 2} {dict(zip(MODE_COLUMNS, row))} is not a power mode "
+                f"{source}: row {i + 2} {dict(zip(knobs, row))} is not a power mode "
                 f"of device {device_name!r}"
             )
     return modes
@@ -67,11 +68,12 @@ def _show_warnings(caught: list) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from ..predictor import Predictor
+    from ..predictor import PowerTrainMLP, Predictor
 
     _check_out(args.out, directory=True)
     corpus = read_csv(args.corpus)
-    model = Predictor(epochs=args.epochs, random_state=args.seed, progress=not args.quiet)
+    est = PowerTrainMLP(epochs=args.epochs)
+    model = Predictor(est, random_state=args.seed, progress=not args.quiet)
     model.fit(corpus, source=args.corpus)
     model.save(args.out)
     s = model.info_["fit_seconds"]

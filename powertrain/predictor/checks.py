@@ -7,13 +7,13 @@ numbers that look fine and are not; users must hear about it where they call us.
 from __future__ import annotations
 
 import warnings
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..devices import get_device
-from ..errors import DataError, PowerTrainError
+from ..devices import check_device
+from ..errors import DataError
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, check_samples
 
 #: below this many rows a transfer (or a fit) has nothing to validate on
@@ -35,9 +35,15 @@ class ExtrapolationWarning(UserWarning):
     """A configuration lies outside the ranges the model (or its reference) was trained on."""
 
 
-def samples_table(samples: pd.DataFrame, what: str, source: str | None = None) -> pd.DataFrame:
+def samples_table(
+    samples: pd.DataFrame,
+    what: str,
+    source: str | None = None,
+    inputs: Sequence[str] = CONFIG_COLUMNS,
+    targets: Sequence[str] = TARGET_COLUMNS,
+) -> pd.DataFrame:
     """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows."""
-    df = check_samples(samples, source=source)
+    df = check_samples(samples, source=source, columns=(*inputs, *targets))
     if len(df) < MIN_SAMPLES:
         where = f"{source}: " if source else ""
         raise DataError(
@@ -45,38 +51,20 @@ def samples_table(samples: pd.DataFrame, what: str, source: str | None = None) -
             "the paper uses 10-100 (50 by default)"
         )
     df = check_device(df, source)
-    df = average_duplicates(df, what)
-    check_outliers(df, source)
+    df = average_duplicates(df, what, inputs, targets)
+    check_outliers(df, source, targets)
     return df
 
 
-def check_device(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
-    """With a ``device`` column: one known device, and every row one of its modes.
-
-    Why: a 999.9 MHz GPU clock or 64 cores on an Orin is a typo or another board's data,
-    and a model trained on it predicts a board that does not exist.
-    """
-    if "device" not in df.columns:
-        return df
-    where = f"{source}: " if source else ""
-    names = df["device"].dropna().astype(str).unique()
-    if len(names) != 1 or df["device"].isna().any():
-        raise DataError(
-            f"{where}column 'device' must hold one device for every row, found "
-            f"{sorted(names) or 'none'}{' and empty cells' if df['device'].isna().any() else ''}"
-        )
-    try:
-        dev = get_device(names[0])
-    except PowerTrainError as e:
-        raise DataError(f"{where}column 'device': {e}") from None
-    dev.validate(df, source=source or "samples", batch_size=True)
-    return df
-
-
-def average_duplicates(df: pd.DataFrame, what: str) -> pd.DataFrame:
+def average_duplicates(
+    df: pd.DataFrame,
+    what: str,
+    inputs: Sequence[str] = CONFIG_COLUMNS,
+    targets: Sequence[str] = TARGET_COLUMNS,
+) -> pd.DataFrame:
     """One row per configuration: repeated measurements are averaged (with a warning),
     so a mode profiled twice is not counted as two samples."""
-    keys = list(CONFIG_COLUMNS)
+    keys = list(inputs)
     dup = df.duplicated(keys, keep=False)
     if not dup.any():
         return df
@@ -86,7 +74,7 @@ def average_duplicates(df: pd.DataFrame, what: str) -> pd.DataFrame:
         DuplicateSamplesWarning,
         stacklevel=4,
     )
-    agg = {c: ("mean" if c in TARGET_COLUMNS else "first") for c in df.columns if c not in keys}
+    agg = {c: ("mean" if c in targets else "first") for c in df.columns if c not in keys}
     return df.groupby(keys, as_index=False, sort=False).agg(agg)[list(df.columns)]
 
 
@@ -94,13 +82,15 @@ class DuplicateSamplesWarning(UserWarning):
     """Samples held the same configuration more than once; they were averaged."""
 
 
-def check_outliers(df: pd.DataFrame, source: str | None = None) -> None:
+def check_outliers(
+    df: pd.DataFrame, source: str | None = None, targets: Sequence[str] = TARGET_COLUMNS
+) -> None:
     """Refuse a target value absurdly far from the others (log-space median/MAD).
 
     Why: one ``time_ms`` of 1e300 makes a transfer fit garbage without any error.
     """
     where = f"{source}: " if source else ""
-    for target in TARGET_COLUMNS:
+    for target in targets:
         logs = np.log(df[target].to_numpy(dtype=np.float64))
         med = float(np.median(logs))
         dev = np.abs(logs - med)
@@ -115,7 +105,11 @@ def check_outliers(df: pd.DataFrame, source: str | None = None) -> None:
             )
 
 
-def config_table(modes: pd.DataFrame, batch_size: int | Iterable[int] | None) -> pd.DataFrame:
+def config_table(
+    modes: pd.DataFrame,
+    batch_size: int | Iterable[int] | None,
+    inputs: Sequence[str] = CONFIG_COLUMNS,
+) -> pd.DataFrame:
     """The caller's frame with a ``batch_size`` column: given, assigned, or one copy per size.
 
     A sequence of batch sizes repeats every mode once per size (mode-major order), so
@@ -124,7 +118,7 @@ def config_table(modes: pd.DataFrame, batch_size: int | Iterable[int] | None) ->
     if not isinstance(modes, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame of modes, got {type(modes).__name__}")
     if batch_size is None:
-        if "batch_size" not in modes.columns:
+        if "batch_size" not in modes.columns and "batch_size" in inputs:
             raise DataError(
                 "modes have no 'batch_size' column; pass predict(modes, batch_size=16) "
                 "or modes.assign(batch_size=16)"
@@ -139,13 +133,13 @@ def config_table(modes: pd.DataFrame, batch_size: int | Iterable[int] | None) ->
         out = modes.loc[modes.index.repeat(len(sizes))].assign(
             batch_size=np.tile(np.asarray(sizes), len(modes))
         )
-    check_columns(out, CONFIG_COLUMNS, source="modes", positive=CONFIG_COLUMNS)
+    check_columns(out, inputs, source="modes", positive=inputs)
     return out
 
 
-def ranges_of(df: pd.DataFrame) -> dict[str, list[float]]:
+def ranges_of(df: pd.DataFrame, inputs: Sequence[str] = CONFIG_COLUMNS) -> dict[str, list[float]]:
     """Per configuration column ``[min, max]`` (JSON-friendly) of a training table."""
-    return {c: [float(df[c].min()), float(df[c].max())] for c in CONFIG_COLUMNS}
+    return {c: [float(df[c].min()), float(df[c].max())] for c in inputs}
 
 
 def union_ranges(

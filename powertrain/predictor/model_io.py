@@ -27,8 +27,11 @@ from ..schema import TARGET_COLUMNS as TARGETS
 from .estimator import PowerTrainMLP
 
 FORMAT = "powertrain-predictor"
-#: bump on any change a older reader would misread; readers accept only this major
-FORMAT_VERSION = 1
+#: bump on any change an older reader would misread. 2: ``params`` holds the per-head
+#: ``estimator`` parameters, ``inputs`` and ``targets`` (1 had the flat Predictor
+#: parameters of the time when it re-declared the estimator's; still read)
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 META_FILE = "model.json"
 WEIGHTS_FILE = "weights.pt"
 #: shipped reference models live in this package (reference_models/ in the repository)
@@ -50,7 +53,7 @@ def save_predictor(model: Any, path: str | Path) -> Path:
         raise ModelFileError(f"{path}: exists and is not a model directory")
     tensors: dict[str, torch.Tensor] = {}
     heads = {}
-    for target in TARGETS:
+    for target in model.targets_:
         t, meta = model.heads_[target].export_state()
         tensors.update({f"{target}.{k}": v.contiguous() for k, v in t.items()})
         heads[target] = meta
@@ -62,19 +65,16 @@ def save_predictor(model: Any, path: str | Path) -> Path:
         os.chmod(new, 0o755)  # mkdtemp makes it private; a model directory is meant to be shared
         with open(new / WEIGHTS_FILE, "wb") as f:  # a file object: the archive name is fixed,
             torch.save(tensors, f)  # so equal tensors give equal bytes
-        params = {
-            k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()
-        }
         meta = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "powertrain_version": _version(),
             "torch_version": torch.__version__,
-            "inputs": list(CONFIG_COLUMNS),
-            "targets": list(TARGETS),
+            "inputs": list(model.inputs_),
+            "targets": list(model.targets_),
             "weights_file": WEIGHTS_FILE,
             "weights_sha256": sha256_file(new / WEIGHTS_FILE),
-            "params": params,
+            "params": _params_to_json(model),
             "feature_ranges": model.feature_ranges_,
             "n_samples": model.n_samples_,
             "info": model.info_,
@@ -113,10 +113,11 @@ def _read_meta(path: Path) -> dict:
             else f"{meta_path}: not a JSON object"
         )
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise ModelFileError(
             f"{meta_path}: format version {version!r} is not supported by powertrain "
-            f"{_version()} (reads version {FORMAT_VERSION}); retrain or upgrade"
+            f"{_version()} (reads versions {', '.join(map(str, READABLE_VERSIONS))}); "
+            "retrain or upgrade"
         )
     missing = [
         k
@@ -134,12 +135,73 @@ def _read_meta(path: Path) -> dict:
     if missing:
         raise ModelFileError(f"{meta_path}: missing field(s) {', '.join(missing)}")
     _check_types(meta_path, meta)
-    if list(meta["inputs"]) != list(CONFIG_COLUMNS) or list(meta["targets"]) != list(TARGETS):
+    if version == 1 and (
+        list(meta["inputs"]) != list(CONFIG_COLUMNS) or list(meta["targets"]) != list(TARGETS)
+    ):
         raise ModelFileError(
-            f"{meta_path}: inputs/targets {meta['inputs']}/{meta['targets']} "
-            f"differ from this version's {list(CONFIG_COLUMNS)}/{list(TARGETS)}"
+            f"{meta_path}: a version-1 file must have the Jetson inputs/targets "
+            f"{list(CONFIG_COLUMNS)}/{list(TARGETS)}, found {meta['inputs']}/{meta['targets']}"
+        )
+    for key in ("inputs", "targets"):
+        names = meta[key]
+        if not names or len(set(names)) != len(names):
+            raise ModelFileError(f"{meta_path}: {key} must be distinct names, got {names!r}")
+    if set(meta["heads"]) != set(meta["targets"]):
+        raise ModelFileError(
+            f"{meta_path}: heads {sorted(meta['heads'])} do not match targets {meta['targets']}"
+        )
+    if set(meta["feature_ranges"]) != set(meta["inputs"]):
+        raise ModelFileError(
+            f"{meta_path}: feature_ranges {sorted(meta['feature_ranges'])} do not match "
+            f"inputs {meta['inputs']}"
         )
     return meta
+
+
+#: version-1 ``params`` (flat, Predictor-level) -> the estimator parameter they set
+_V1_ESTIMATOR_PARAMS = {
+    "hidden": "hidden_layer_sizes",
+    "dropout": "dropout",
+    "learning_rate": "learning_rate",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "validation_fraction": "validation_fraction",
+    "input_transform": "input_transform",
+    "target_transform": "target_transform",
+}
+
+
+def _params_to_json(model: Any) -> dict:
+    params = model.get_params(deep=False)
+    est = params.pop("estimator")
+    out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
+    out["estimator"] = (
+        None
+        if est is None
+        else {k: (list(v) if isinstance(v, tuple) else v) for k, v in est.get_params().items()}
+    )
+    return out
+
+
+def _params_from_json(meta: dict) -> dict:
+    """Keyword arguments of the Predictor a file describes (either format version)."""
+    raw = dict(meta["params"])
+    if meta["format_version"] == 1:  # the transfer_* settings did not change predictions
+        est = {_V1_ESTIMATOR_PARAMS[k]: v for k, v in raw.items() if k in _V1_ESTIMATOR_PARAMS}
+        raw = {k: raw[k] for k in ("random_state", "progress") if k in raw}
+        raw["estimator"] = est
+    est = raw.get("estimator")
+    if est is not None:
+        if not isinstance(est, dict):
+            raise ValueError("params.estimator must be a JSON object or null")
+        est = dict(est)
+        if "hidden_layer_sizes" in est:
+            est["hidden_layer_sizes"] = tuple(int(h) for h in est["hidden_layer_sizes"])
+        raw["estimator"] = PowerTrainMLP(**est)
+    for key in ("inputs", "targets"):
+        if raw.get(key) is not None:
+            raw[key] = tuple(raw[key])
+    return raw
 
 
 def _check_types(meta_path: Path, meta: dict) -> None:
@@ -199,20 +261,30 @@ def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
     if bad:  # a poisoned model would predict NaN everywhere, silently
         raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
     try:
-        model = factory(
-            **{k: (tuple(v) if k == "hidden" else v) for k, v in meta["params"].items()}
+        model = factory(**_params_from_json(meta))
+        hidden = tuple(
+            PowerTrainMLP().hidden_layer_sizes
+            if model.estimator is None
+            else model.estimator.hidden_layer_sizes
         )
         model.heads_ = {}
-        for target in TARGETS:
+        for target in meta["targets"]:
             prefix = f"{target}."
             part = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
             head = PowerTrainMLP.from_state(part, meta["heads"][target])
-            if tuple(head.hidden_layer_sizes) != tuple(model.hidden):
+            if tuple(head.hidden_layer_sizes) != hidden:
                 raise ModelFileError(
-                    f"{path / META_FILE}: params.hidden {list(model.hidden)} disagrees with "
-                    f"the {target} head's layers {list(head.hidden_layer_sizes)}"
+                    f"{path / META_FILE}: the hidden layers {list(hidden)} in params disagree "
+                    f"with the {target} head's layers {list(head.hidden_layer_sizes)}"
+                )
+            if head.n_features_in_ != len(meta["inputs"]):
+                raise ModelFileError(
+                    f"{path / META_FILE}: the {target} head reads {head.n_features_in_} "
+                    f"inputs, the file lists {len(meta['inputs'])} ({meta['inputs']})"
                 )
             model.heads_[target] = head
+        model.inputs_ = tuple(meta["inputs"])
+        model.targets_ = tuple(meta["targets"])
         model.feature_ranges_ = {
             c: [float(a), float(b)] for c, (a, b) in meta["feature_ranges"].items()
         }

@@ -9,122 +9,81 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
+from ..devices import table_device
 from ..errors import DataError
 from ..metrics import mape
-from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_samples
 from . import checks
 from .estimator import PowerTrainMLP
 
-#: the two heads, in the order they are trained and written
+#: the two heads by default, in the order they are trained and written
 TARGETS = TARGET_COLUMNS
 
 
 class Predictor(BaseEstimator):
-    """A time head and a power head over ``cores, cpu_mhz, gpu_mhz, mem_mhz, batch_size``.
+    """A time head and a power head over a device's knobs and ``batch_size``.
 
-    Parameters (stored only; see :class:`PowerTrainMLP` for their meaning)
+    Parameters (stored only, scikit-learn style)
     ----------
-    hidden, dropout, learning_rate, epochs, batch_size, validation_fraction: the
-        reference training (paper Table 4: 256-128-64, Adam 1e-3, 100 epochs, 90:10).
-    input_transform, target_transform: ``"log"`` by default -- measured on the twin
-        corpora to cut the reference's time MAPE (benchmarks/results/accuracy*).
-    transfer_epochs, transfer_learning_rate, transfer_layers, transfer_head_init,
-        transfer_body_lr_scale, transfer_validation_fraction, transfer_dropout: how
-        :meth:`transfer` retrains -- full-batch, 100 epochs, on *all* samples (no 10 %
-        hold-out: with 50 modes, choosing the epoch on 5 of them lost more than it gained;
-        measured on the twin corpora, e.g. BERT time 12.8 -> 11.0 %, Orin Nano power
-        4.9 -> 4.6 %) and without dropout (power MAPE -0.1..-0.6 points on 4 targets).
-    transfer_residual_blend: average each fine-tuned head with the frozen reference
-        network plus a ridge correction, weighted by their k-fold errors (see
-        :meth:`PowerTrainMLP.transfer`). Measured on the twin corpora (full
-        benchmarks/accuracy.py, 10 draws): targets met 44 -> 51 of 79; median MAPE at
-        50 samples e.g. BERT time 11.5 -> 9.7 %, MobileNetV3 time 9.8 -> 9.2 % and
-        power 4.9 -> 4.6 %, ResNet-18 bs8 time 10.1 -> 8.7 %; at 20 samples BERT time
-        16.5 -> 11.2 %. Worse on BERT power (5.5 -> 6.2 % at 50) and Xavier MobileNetV3
-        (time 11.1 -> 11.6 %, power 5.1 -> 5.4 % at 50). Same transfer time (~0.85 s).
-    random_state: seed of everything random; ``progress``: tqdm bars (None: reference
-        training only).
+    estimator: the per-target model both heads are cloned from (``sklearn.base.clone``);
+        None: ``PowerTrainMLP()``, whose defaults are the package's (paper Table 4
+        network, log inputs and targets, the transfer settings measured best). Change a
+        hyper-parameter with ``Predictor(PowerTrainMLP(epochs=50))`` or
+        ``set_params(estimator__epochs=50)``.
+    inputs: the configuration columns the heads read. None: the knobs of the device a
+        ``device`` column names plus ``batch_size`` (a Jetson's ``cores, cpu_mhz,
+        gpu_mhz, mem_mhz, batch_size``; a datacenter GPU's ``power_limit_w,
+        batch_size``), or a Jetson's when the table has no ``device`` column.
+    targets: the measured columns predicted; None: ``time_ms, power_w``.
+    random_state: seed of both heads (the power head gets ``random_state + 1``).
+    progress: tqdm bars (None: reference training only).
     """
 
     def __init__(
         self,
-        hidden: tuple[int, ...] = (256, 128, 64),
-        dropout: float = 0.1,
-        learning_rate: float = 1e-3,
-        epochs: int = 100,
-        batch_size: int = 32,
-        validation_fraction: float = 0.1,
-        input_transform: str = "log",
-        target_transform: str = "log",
-        transfer_epochs: int = 100,
-        transfer_learning_rate: float = 1e-3,
-        transfer_layers: str = "all",
-        transfer_head_init: str = "reference",
-        transfer_body_lr_scale: float = 1.0,
-        transfer_validation_fraction: float = 0.0,
-        transfer_dropout: float = 0.0,
-        transfer_residual_blend: bool = True,
+        estimator: PowerTrainMLP | None = None,
+        *,
+        inputs: Sequence[str] | None = None,
+        targets: Sequence[str] | None = None,
         random_state: int | None = 0,
         progress: bool | None = None,
     ):
-        self.hidden = hidden
-        self.dropout = dropout
-        self.learning_rate = learning_rate
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.validation_fraction = validation_fraction
-        self.input_transform = input_transform
-        self.target_transform = target_transform
-        self.transfer_epochs = transfer_epochs
-        self.transfer_learning_rate = transfer_learning_rate
-        self.transfer_layers = transfer_layers
-        self.transfer_head_init = transfer_head_init
-        self.transfer_body_lr_scale = transfer_body_lr_scale
-        self.transfer_validation_fraction = transfer_validation_fraction
-        self.transfer_dropout = transfer_dropout
-        self.transfer_residual_blend = transfer_residual_blend
+        self.estimator = estimator
+        self.inputs = inputs
+        self.targets = targets
         self.random_state = random_state
         self.progress = progress
 
     # ------------------------------------------------------------------ training
-    def _head_estimator(self, target_index: int) -> PowerTrainMLP:
-        seed = None if self.random_state is None else int(self.random_state) + target_index
-        return PowerTrainMLP(
-            hidden_layer_sizes=tuple(self.hidden),
-            dropout=self.dropout,
-            learning_rate=self.learning_rate,
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            validation_fraction=self.validation_fraction,
-            loss="mse",
-            input_transform=self.input_transform,
-            target_transform=self.target_transform,
-            random_state=seed,
-            verbose=self.progress is not False,
-        )
+    def _head(self, index: int) -> PowerTrainMLP:
+        base = PowerTrainMLP() if self.estimator is None else self.estimator
+        if not isinstance(base, PowerTrainMLP):
+            raise TypeError(f"estimator must be a PowerTrainMLP, got {type(base).__name__}")
+        seed = None if self.random_state is None else int(self.random_state) + index
+        return clone(base).set_params(random_state=seed, verbose=self.progress is not False)
 
     def fit(self, corpus: pd.DataFrame, source: str | None = None) -> Predictor:
         """Train both heads from scratch on a profiled corpus (a reference, or a baseline).
 
-        ``corpus`` needs the configuration columns plus ``time_ms`` and ``power_w``; a
-        ``device``/``workload`` column, when present, is recorded as provenance.
+        ``corpus`` needs the input columns plus the targets; a ``device``/``workload``
+        column, when present, is recorded as provenance.
         """
-        df = checks.samples_table(corpus, "fit", source)
-        X = df[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        inputs, targets = resolve_columns(self.inputs, self.targets, corpus, source)
+        df = checks.samples_table(corpus, "fit", source, inputs, targets)
+        X = df[list(inputs)].to_numpy(dtype=np.float64)
         t0 = time.perf_counter()
-        self.heads_ = {}
-        for i, target in enumerate(TARGETS):
-            self.heads_[target] = self._head_estimator(i).fit(
-                X, df[target].to_numpy(dtype=np.float64)
-            )
-        self.feature_ranges_ = checks.ranges_of(df)
+        self.heads_ = {
+            t: self._head(i).fit(X, df[t].to_numpy(dtype=np.float64)) for i, t in enumerate(targets)
+        }
+        self.inputs_, self.targets_ = inputs, targets
+        self.feature_ranges_ = checks.ranges_of(df, inputs)
         self.n_samples_ = len(df)
         self.info_ = {
             "kind": "reference",
@@ -140,67 +99,79 @@ class Predictor(BaseEstimator):
         loss: str = "mse",
         epochs: int | None = None,
         learning_rate: float | None = None,
-        layers: str | None = None,
-        head_init: str | None = None,
-        body_lr_scale: float | None = None,
+        layers: str = "all",
+        head_init: str = "reference",
+        body_lr_scale: float = 1.0,
         random_state: int | None = None,
         source: str | None = None,
     ) -> Predictor:
         """A new predictor for the workload (or device) the ``samples`` were profiled on.
 
         Keeps this predictor's hidden layers, replaces the output layers and retrains on
-        the samples (paper §3.2), full-batch. ``loss="mape"`` is what the paper needed
-        when the device changes. By default (``transfer_residual_blend``) each head is
-        then averaged with this predictor's frozen network plus a ridge correction,
-        weighted by their k-fold errors (see :meth:`PowerTrainMLP.transfer`). This
-        predictor is left untouched. Warns
-        (:class:`ExtrapolationWarning`) if the samples leave the reference's ranges.
+        the samples (paper §3.2), full-batch, then averages each head with this
+        predictor's frozen network plus a ridge correction, weighted by their k-fold
+        errors (:meth:`PowerTrainMLP.transfer`, which documents every setting).
+        ``loss="mape"`` is what the paper needed when the device changes. The samples
+        must have this predictor's inputs: a device with other knobs is an error. This
+        predictor is left untouched. Warns (:class:`ExtrapolationWarning`) if the
+        samples leave the reference's ranges.
         """
         check_is_fitted(self, "heads_")
-        df = checks.samples_table(samples, "transfer", source)
+        self._check_same_knobs(samples, source)
+        df = checks.samples_table(samples, "transfer", source, self.inputs_, self.targets_)
         checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
-        X = df[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        X = df[list(self.inputs_)].to_numpy(dtype=np.float64)
         seed = self.random_state if random_state is None else random_state
-        settings = _transfer_settings(
-            layers=self.transfer_layers if layers is None else layers,
-            head_init=self.transfer_head_init if head_init is None else head_init,
-            epochs=self.transfer_epochs if epochs is None else epochs,
-            learning_rate=(self.transfer_learning_rate if learning_rate is None else learning_rate),
-        )
+        settings = {"loss": loss, "layers": layers, "head_init": head_init}
+        settings.update(epochs=epochs, learning_rate=learning_rate, body_lr_scale=body_lr_scale)
         t0 = time.perf_counter()
-        new = Predictor(**self.get_params())
-        new.heads_ = {}
-        for i, target in enumerate(TARGETS):
-            new.heads_[target] = self.heads_[target].transfer(
-                X,
-                df[target].to_numpy(dtype=np.float64),
-                **settings,
-                batch_size=len(df),
-                loss=loss,
-                random_state=None if seed is None else int(seed) + i,
-                body_lr_scale=self.transfer_body_lr_scale
-                if body_lr_scale is None
-                else body_lr_scale,
-                validation_fraction=self.transfer_validation_fraction,
-                dropout=self.transfer_dropout,
-                residual_blend=self.transfer_residual_blend,
-            )
-        new.feature_ranges_ = checks.union_ranges(self.feature_ranges_, checks.ranges_of(df))
+        new = clone(self)
+        try:
+            new.heads_ = {
+                t: self.heads_[t].transfer(
+                    X,
+                    df[t].to_numpy(dtype=np.float64),
+                    random_state=None if seed is None else int(seed) + i,
+                    **settings,
+                )
+                for i, t in enumerate(self.targets_)
+            }
+        except ValueError as e:  # a setting the estimator refused (epochs=0, layers="")
+            raise DataError(f"transfer: {e}") from None
+        new.inputs_, new.targets_ = self.inputs_, self.targets_
+        new.feature_ranges_ = checks.union_ranges(
+            self.feature_ranges_, checks.ranges_of(df, self.inputs_)
+        )
         new.n_samples_ = len(df)
+        first = next(iter(new.heads_.values()))
         new.info_ = {
             "kind": "transferred",
             "trained_on": _describe(samples, len(df)),
             "reference": self.info_,
             "transfer": {
                 "loss": loss,
-                "layers": settings["layers"],
-                "head_init": settings["head_init"],
-                "epochs": settings["epochs"],
-                "residual_blend": bool(self.transfer_residual_blend),
+                "layers": layers,
+                "head_init": head_init,
+                "epochs": int(first.epochs),
+                "residual_blend": first.correction_ is not None,
             },
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }
         return new
+
+    def _check_same_knobs(self, samples: pd.DataFrame, source: str | None) -> None:
+        """A transfer between devices with different knobs has nothing to keep: refuse it
+        by name rather than as a missing column."""
+        if not isinstance(samples, pd.DataFrame):
+            return  # samples_table says what is wrong
+        dev = table_device(samples, source)
+        if dev is not None and tuple(dev.config_columns) != tuple(self.inputs_):
+            where = f"{source}: " if source else ""
+            raise DataError(
+                f"{where}the samples come from {dev.name}, whose configuration columns are "
+                f"{', '.join(dev.config_columns)}; this model reads {', '.join(self.inputs_)}. "
+                "A transfer needs the same knobs; train a reference on this kind of device"
+            )
 
     # ------------------------------------------------------------------ prediction
     def predict(
@@ -219,11 +190,11 @@ class Predictor(BaseEstimator):
         columns are overwritten. Warns on configurations outside the training ranges.
         """
         check_is_fitted(self, "heads_")
-        frame = checks.config_table(modes, batch_size)
-        X = frame[list(CONFIG_COLUMNS)].to_numpy(dtype=np.float64)
+        frame = checks.config_table(modes, batch_size, self.inputs_)
+        X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
         out = frame.copy()
-        for target in TARGETS:
+        for target in self.targets_:
             if return_std:
                 mean, std = self.heads_[target].predict(X, return_std=True)
                 out[target] = mean
@@ -234,11 +205,10 @@ class Predictor(BaseEstimator):
 
     def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:
         """MAPE % of each target on measured ``samples`` (the paper's metric)."""
-        from ..schema import check_samples
-
-        df = check_samples(samples)
-        pred = self.predict(df[list(CONFIG_COLUMNS)], return_std=False)
-        return {t: mape(df[t].to_numpy(), pred[t].to_numpy()) for t in TARGETS}
+        check_is_fitted(self, "heads_")
+        df = check_samples(samples, columns=(*self.inputs_, *self.targets_))
+        pred = self.predict(df[list(self.inputs_)], return_std=False)
+        return {t: mape(df[t].to_numpy(), pred[t].to_numpy()) for t in self.targets_}
 
     def score(self, samples: pd.DataFrame) -> float:
         """One float, higher is better (scikit-learn's contract): minus the mean MAPE %
@@ -267,6 +237,22 @@ class Predictor(BaseEstimator):
         return load_pretrained(name, cls)
 
 
+def resolve_columns(
+    inputs: Sequence[str] | None,
+    targets: Sequence[str] | None,
+    table: pd.DataFrame,
+    source: str | None = None,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The inputs and targets a model trains on for ``table``: as given, else the knobs
+    of the device a ``device`` column names plus ``batch_size`` (a Jetson's without that
+    column), and ``time_ms, power_w``."""
+    targets = tuple(TARGETS if targets is None else targets)
+    if inputs is not None:
+        return tuple(inputs), targets
+    dev = table_device(table, source) if isinstance(table, pd.DataFrame) else None
+    return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
+
+
 def _describe(df: pd.DataFrame, n: int) -> dict:
     """Provenance recorded with a model: row count and the ids present in the table."""
     d: dict = {"rows": int(n)}
@@ -275,30 +261,3 @@ def _describe(df: pd.DataFrame, n: int) -> dict:
             vals = sorted({str(v) if col != "batch_size" else int(v) for v in df[col].dropna()})
             d[col] = vals if len(vals) <= 8 else vals[:8] + ["..."]
     return d
-
-
-def _transfer_settings(
-    *, layers: str, head_init: str, epochs: int, learning_rate: float
-) -> dict[str, object]:
-    """Transfer settings checked explicitly: a caller's ``epochs=0`` is an error, never
-    silently the default (the old ``x or default`` did that)."""
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
-        raise DataError(f"transfer: epochs must be an integer >= 1, got {epochs!r}")
-    if (
-        isinstance(learning_rate, bool)
-        or not isinstance(learning_rate, (int, float, np.floating, np.integer))
-        or not np.isfinite(learning_rate)
-        or learning_rate <= 0
-    ):
-        raise DataError(
-            f"transfer: learning_rate must be a finite number > 0, got {learning_rate!r}"
-        )
-    for name, value in (("layers", layers), ("head_init", head_init)):
-        if not isinstance(value, str) or not value:
-            raise DataError(f"transfer: {name} must be a non-empty string, got {value!r}")
-    return {
-        "layers": layers,
-        "head_init": head_init,
-        "epochs": int(epochs),
-        "learning_rate": float(learning_rate),
-    }
