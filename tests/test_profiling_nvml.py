@@ -277,6 +277,8 @@ def test_clear_errors(tmp_path, monkeypatch):
     with backend(tmp_path) as b:
         with pytest.raises(ProfilingError, match="threads=100000"):
             b.configure({"threads": 100000, "batch_size": 2})
+        with pytest.raises(ProfilingError, match="cores: Jetson settings.*threads"):
+            b.configure({"cores": 4, "batch_size": 2})
 
 
 def test_slug():

@@ -252,6 +252,12 @@ class NvmlBackend(StepBackend):
             raise ProfilingError("this NvmlBackend is closed; create a new one")
         if "power_limit_w" in config and not self.allow_power_limit:
             raise self._refuse_power_limit("")
+        jetson = [c for c in MODE_COLUMNS if c in config]
+        if jetson:  # silently ignoring them would mislabel the row
+            raise ProfilingError(
+                f"{', '.join(jetson)}: Jetson settings the NVML backend does not set; give "
+                f"{', '.join(self.config_columns)}"
+            )
         threads = int(config.get("threads", self._threads0))
         limit = os.cpu_count() or threads
         if not 1 <= threads <= limit:
