@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workload",
         required=True,
         help="twin: a catalog workload; jetson/nvml: resnet18, mobilenetv3, or "
-        "module:function / file.py:function naming your step(batch_size)",
+        "module:function / file.py:function naming your step(batch_size) (required, no default)",
     )
     p.add_argument(
         "--modes",
@@ -75,11 +75,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output CSV (raw logs and a .meta.json beside it); "
         "default: print to stdout, not resumable",
     )
-    p.add_argument("--minibatches", type=int, default=40, help="clean minibatches per mode (40)")
     p.add_argument(
-        "--seed", type=int, default=0, help="random seed for the mode sample and the twin"
+        "--minibatches", type=int, default=40, help="clean minibatches per mode (default 40)"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed for the mode sample and the twin (default 0)",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (default: a bar when stderr is a terminal)",
+    )
     p.add_argument(
         "--progress",
         action="store_true",
@@ -93,20 +102,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="dataloader worker count(s); several multiply the modes (default 0)",
     )
     hw.add_argument(
-        "--image-size", type=int, default=None, help="input size of the ready-made workloads"
+        "--image-size",
+        type=int,
+        default=None,
+        help="input size of the ready-made workloads (default: the workload's own)",
     )
     hw.add_argument(
         "--sample-period",
         type=float,
         default=None,
-        help="power sampling period in s (jetson 1.0, nvml 0.1)",
+        help="power sampling period in s (default: jetson 1.0, nvml 0.1)",
     )
     j = p.add_argument_group("jetson")
     j.add_argument(
         "--sensor",
         choices=("auto", "jtop", "hwmon"),
         default="auto",
-        help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto",
+        help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto "
+        "(default: jtop when its service runs, else hwmon)",
     )
     j.add_argument(
         "--emc",
@@ -115,13 +128,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="memory clock control (default: the first one the board has)",
     )
     j.add_argument(
-        "--gpu-devfreq", default=None, help="GPU devfreq folder, if not found automatically"
+        "--gpu-devfreq", default=None, help="GPU devfreq folder (default: found automatically)"
     )
-    j.add_argument("--no-fan", action="store_true", help="leave the fan alone")
+    j.add_argument(
+        "--no-fan",
+        action="store_true",
+        help="leave the fan alone (default: full speed while profiling)",
+    )
     j.add_argument(
         "--allow-unlisted-emc",
         action="store_true",
-        help="write memory clocks taken from the catalog when the board lists no EMC rates",
+        help="write memory clocks taken from the catalog when the board lists no EMC rates "
+        "(default: off, such a memory clock is refused)",
     )
     j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
     n = p.add_argument_group("nvml")
