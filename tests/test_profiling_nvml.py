@@ -1,37 +1,58 @@
-"""The NVML backend with an injected fake pynvml: read-only, observed clocks, knobs."""
+"""The NVML backend with an injected fake pynvml: its own knobs (threads, workers, batch
+size, and the power limit only when allowed), observed clocks as extra columns."""
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from powertrain.backends.nvml import NvmlBackend, slug
 from powertrain.cli import main
-from powertrain.errors import ProfilingError
-from powertrain.profiling.sweep import profile
+from powertrain.errors import DataError, ProfilingError
+from powertrain.profiling.sweep import MEASURED_COLUMNS, meta_path, profile, raw_log_paths
+
+COLUMNS = [
+    "device",
+    "workload",
+    "threads",
+    "num_workers",
+    "batch_size",
+    *MEASURED_COLUMNS,
+    "observed_gpu_mhz",
+    "observed_mem_mhz",
+    "observed_cpu_mhz",
+]
+JETSON = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
 
 
 class FakeNvml(types.ModuleType):
-    """Just the NVML calls a read-only profiler needs; any setter would be recorded."""
+    """The NVML calls the backend needs. Every ``nvml*`` call is recorded; a setter raises
+    unless ``setters`` (so a read-only run that calls one fails loudly)."""
 
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
 
-    def __init__(self, fail_init: bool = False):
+    def __init__(self, fail_init: bool = False, setters: bool = False, fail_restore=False):
         super().__init__("pynvml")
         self.calls: list[str] = []
-        self.fail_init = fail_init
+        self.sets: list[int] = []  # power limits set, in mW, in order
+        self.fail_init, self.setters, self.fail_restore = fail_init, setters, fail_restore
         self.up = False
+        self.limit_mw = 700_000
+        self.sm_mhz = 1755
 
     def __getattribute__(self, name):
         if name.startswith("nvml"):
             object.__getattribute__(self, "calls").append(name)
-            if name.startswith("nvmlDeviceSet") or "Reset" in name:
-                raise AssertionError(f"the NVML backend must never call {name}")
+            setter = name.startswith("nvmlDeviceSet") or "Reset" in name
+            if setter and not object.__getattribute__(self, "setters"):
+                raise AssertionError(f"the NVML backend must not call {name} here")
         return object.__getattribute__(self, name)
 
     def nvmlInit(self):
@@ -51,10 +72,10 @@ class FakeNvml(types.ModuleType):
         return b"NVIDIA H100 80GB HBM3"
 
     def nvmlDeviceGetPowerUsage(self, h):
-        return 123_456  # mW
+        return self.limit_mw // 2  # draws half its limit: a row shows the limit it ran under
 
     def nvmlDeviceGetClockInfo(self, h, kind):
-        return 1755 if kind == 1 else 2619
+        return self.sm_mhz if kind == 1 else 2619
 
     def nvmlDeviceGetMaxClockInfo(self, h, kind):
         return 1980 if kind == 1 else 2619
@@ -63,61 +84,211 @@ class FakeNvml(types.ModuleType):
         return "550.54.15"
 
     def nvmlDeviceGetPowerManagementLimit(self, h):
-        return 700_000
+        return self.limit_mw
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        return (100_000, 700_000)
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        if self.fail_restore and mw == 700_000:
+            raise RuntimeError("Insufficient Permissions")
+        self.sets.append(mw)
+        self.limit_mw = mw
 
 
-def tiny_step(batch_size: int, num_workers: int = 0) -> float:
-    torch.ones(batch_size, 8).sum()
-    return 0.25
+def setters_called(nvml: FakeNvml) -> list[str]:
+    return [c for c in nvml.calls if c.startswith("nvmlDeviceSet")]
 
 
-def test_profile_reads_power_and_clocks_never_sets_them(tmp_path):
-    nvml = FakeNvml()
+class Step:
+    """A step that records what it ran with; ``fail_at`` batch size raises, ``bad_close``
+    makes close() raise."""
+
+    def __init__(self, fail_at: int | None = None, bad_close: bool = False):
+        self.ran: list[tuple[int, int, int]] = []  # (batch_size, num_workers, torch threads)
+        self.fail_at, self.bad_close = fail_at, bad_close
+        self.__name__ = "tiny"
+
+    def __call__(self, batch_size: int, num_workers: int = 0) -> float:
+        if batch_size == self.fail_at:
+            raise RuntimeError("CUDA out of memory")
+        self.ran.append((batch_size, num_workers, torch.get_num_threads()))
+        return 0.25
+
+    def close(self) -> None:
+        if self.bad_close:
+            raise RuntimeError("dataloader worker hung")
+
+
+def backend(tmp_path, nvml=None, step=None, **kw) -> NvmlBackend:
+    return NvmlBackend(
+        step or Step(), nvml=nvml or FakeNvml(), sample_period_s=0.005, proc_root=tmp_path, **kw
+    )
+
+
+def test_sweep_writes_its_own_knobs_and_observed_clocks(tmp_path):
+    nvml, step = FakeNvml(), Step()
     threads0 = torch.get_num_threads()
-    with NvmlBackend(tiny_step, nvml=nvml, sample_period_s=0.005, proc_root=tmp_path) as b:
+    with backend(tmp_path, nvml, step) as b:
         modes = b.modes([2, 4], threads=[1, 2], workers=[0, 1])
         df = profile(b, modes, n_minibatches=3, out=tmp_path / "n.csv", progress=False)
+    header = (tmp_path / "n.csv").read_text().splitlines()[0].split(",")
+    assert header == COLUMNS and list(df.columns) == COLUMNS
+    assert not set(JETSON) & set(header)
     assert len(df) == 8 and df["device"].iloc[0] == "nvidia-h100-80gb-hbm3"
-    assert df["power_w"].tolist() == pytest.approx([123.456] * 8)
-    assert (df["gpu_mhz"] == 1755).all() and (df["mem_mhz"] == 2619).all()  # observed, not max
-    assert sorted(set(df["cores"])) == [1, 2] and sorted(set(df["num_workers"])) == [0, 1]
-    assert not any(c.startswith("nvmlDeviceSet") for c in nvml.calls)
+    assert df["power_w"].tolist() == pytest.approx([350.0] * 8)
+    # observed: the clock the GPU ran at (1755), not its maximum (1980)
+    assert (df["observed_gpu_mhz"] == 1755).all() and (df["observed_mem_mhz"] == 2619).all()
+    assert df["observed_cpu_mhz"].isna().all()  # no CPU clock readable: empty, not made up
+    assert sorted(set(zip(df["threads"], df["num_workers"], df["batch_size"]))) == sorted(
+        (t, w, b) for t in (1, 2) for w in (0, 1) for b in (2, 4)
+    )
+    assert {(b, w, t) for b, w, t in step.ran} == {
+        (b, w, t) for t in (1, 2) for w in (0, 1) for b in (2, 4)
+    }  # each row ran with the threads, workers and batch size it says
+    assert setters_called(nvml) == []
     assert not nvml.up and torch.get_num_threads() == threads0  # shut down, threads restored
-    meta = (tmp_path / "n.meta.json").read_text()
-    assert '"clocks_changed": false' in meta and "550.54.15" in meta
+    mb_path, _ = raw_log_paths(tmp_path / "n.csv")
+    assert {"threads", "num_workers", "batch_size"} <= set(pd.read_csv(mb_path).columns)
+    meta = json.loads(meta_path(tmp_path / "n.csv").read_text())
+    assert meta["key_columns"] == ["threads", "num_workers", "batch_size"]
+    assert meta["backend"]["clocks_changed"] is False
+    assert meta["backend"]["power_limit_changed"] is False
+    assert meta["backend"]["driver"] == "550.54.15"
+    assert meta["run"]["allow_power_limit"] is False
+
+
+def test_resume_keys_on_threads_workers_and_batch_size(tmp_path):
+    out = tmp_path / "n.csv"
+    with backend(tmp_path) as b:
+        profile(b, b.modes([2], threads=[1, 2]), n_minibatches=2, out=out, progress=False)
+    nvml, step = FakeNvml(), Step()
+    nvml.sm_mhz = 1400  # the clock moved: an observation, not a new configuration
+    with backend(tmp_path, nvml, step) as b:
+        df = profile(b, b.modes([2, 4], threads=[1, 2]), n_minibatches=2, out=out, progress=False)
+    assert {r[0] for r in step.ran} == {4}  # only the new batch size ran
+    assert len(df) == 4 and not df.duplicated(["threads", "num_workers", "batch_size"]).any()
+    assert sorted(df["observed_gpu_mhz"]) == [1400, 1400, 1755, 1755]
+    with backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True) as b:
+        with pytest.raises(DataError, match="allow_power_limit = false"):
+            profile(b, b.modes([2]), n_minibatches=2, out=out, progress=False)
+
+
+def test_power_limit_refused_unless_allowed(tmp_path):
+    nvml = FakeNvml()
+    with backend(tmp_path, nvml) as b:
+        assert b.config_columns == ("threads", "num_workers", "batch_size")
+        with pytest.raises(ProfilingError, match="allow_power_limit=True.*--allow-power-limit"):
+            b.modes([2], power_limits_w=[200])
+        modes = pd.DataFrame({"power_limit_w": [200], "batch_size": [2]})
+        with pytest.raises(ProfilingError, match="power_limit_w.*allow_power_limit=True"):
+            profile(b, modes, n_minibatches=2, progress=False)
+        with pytest.raises(ProfilingError, match="allow_power_limit=True"):
+            b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    assert setters_called(nvml) == []
+    assert "nvmlDeviceGetPowerManagementLimitConstraints" not in nvml.calls
+
+
+def test_power_limit_set_per_row_and_restored(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_power_limit=True) as b:
+        assert b.config_columns[0] == "power_limit_w"
+        modes = b.modes([2, 4], threads=[1], power_limits_w=[150, 250])
+        df = profile(b, modes, n_minibatches=2, out=tmp_path / "p.csv", progress=False)
+        assert nvml.limit_mw == 250_000  # still set while the backend is open
+    assert list(df.columns) == ["device", "workload", "power_limit_w", *COLUMNS[2:]]
+    assert df["power_limit_w"].tolist() == [150, 150, 250, 250]
+    assert df["power_w"].tolist() == pytest.approx([75, 75, 125, 125])  # measured under it
+    assert nvml.sets == [150_000, 150_000, 250_000, 250_000, 700_000]  # restored at close
+    assert nvml.limit_mw == 700_000 and not nvml.up
+    meta = json.loads(meta_path(tmp_path / "p.csv").read_text())
+    assert meta["backend"]["power_limit_changed"] is True
+    assert meta["backend"]["power_limit_w"] == 700 and meta["run"]["allow_power_limit"] is True
+
+
+def test_power_limit_restored_after_a_failing_step(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, Step(fail_at=4), allow_power_limit=True) as b:
+        modes = b.modes([2, 4], power_limits_w=[150])
+        with pytest.raises(ProfilingError, match="CUDA out of memory"):
+            profile(b, modes, n_minibatches=2, progress=False)
+        assert nvml.sets == [150_000, 150_000, 700_000]  # on_error restored it at once
+    assert nvml.sets == [150_000, 150_000, 700_000]  # and close did not set it again
+
+
+def test_power_limit_restored_when_the_steps_close_fails(tmp_path):
+    nvml = FakeNvml(setters=True)
+    b = backend(tmp_path, nvml, Step(bad_close=True), allow_power_limit=True)
+    b.configure({"power_limit_w": 200, "threads": 1, "num_workers": 0, "batch_size": 2})
+    with pytest.raises(RuntimeError, match="dataloader worker hung"):
+        b.close()
+    assert nvml.sets == [200_000, 700_000] and not nvml.up
+
+
+def test_power_limit_restore_failure_says_how_to_restore(tmp_path):
+    nvml = FakeNvml(setters=True, fail_restore=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    with pytest.raises(ProfilingError, match=r"sudo nvidia-smi -i 0 -pl 700"):
+        b.close()
+    assert not nvml.up
+
+
+def test_power_limit_outside_the_gpus_range_is_refused(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_power_limit=True) as b:
+        modes = b.modes([2], power_limits_w=[150, 50])
+        with pytest.raises(ProfilingError, match=r"row 2: power_limit_w=50 W.*100\.\.700 W"):
+            profile(b, modes, n_minibatches=2, progress=False)
+        assert nvml.sets == []  # checked before the first row was set
+        with pytest.raises(ProfilingError, match=r"power_limit_w=800 W.*100\.\.700 W"):
+            b.configure({"power_limit_w": 800, "threads": 1, "batch_size": 2})
+    assert nvml.sets == []
+
+
+def test_jetson_columns_and_bad_counts_are_refused(tmp_path):
+    with backend(tmp_path) as b:
+        with pytest.raises(DataError, match="cores, gpu_mhz are Jetson settings.*threads"):
+            profile(b, pd.DataFrame({"cores": [4], "gpu_mhz": [900]}), batch_size=2)
+        with pytest.raises(DataError, match="row 2, column 'num_workers': -1"):
+            profile(b, pd.DataFrame({"num_workers": [0, -1]}), batch_size=2)
+        with pytest.raises(DataError, match="row 1, column 'threads': 1.5"):
+            profile(b, pd.DataFrame({"threads": [1.5]}), batch_size=2)
+        filled = b.complete_modes(pd.DataFrame({"batch_size": [2]}))
+    assert list(filled.columns) == ["batch_size", "threads", "num_workers"]  # no Jetson ones
 
 
 def test_observed_cpu_clock_from_cpuinfo(tmp_path):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/cpuinfo").write_text("cpu MHz\t\t: 2000.0\n\ncpu MHz\t\t: 3000.0\n")
-    with NvmlBackend(tiny_step, nvml=FakeNvml(), sample_period_s=0.005, proc_root=tmp_path) as b:
+    with backend(tmp_path) as b:
         df = profile(b, b.modes([2]), n_minibatches=2, progress=False)
-    assert df["cpu_mhz"].iloc[0] == pytest.approx(2500.0)
+    assert df["observed_cpu_mhz"].iloc[0] == pytest.approx(2500.0)
 
 
 def test_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(ProfilingError, match="NVML could not start.*nvidia-smi"):
-        NvmlBackend(tiny_step, nvml=FakeNvml(fail_init=True))
+        NvmlBackend(Step(), nvml=FakeNvml(fail_init=True))
     with pytest.raises(ProfilingError, match="no GPU 3"):
-        NvmlBackend(tiny_step, nvml=FakeNvml(), gpu_index=3)
+        NvmlBackend(Step(), nvml=FakeNvml(), gpu_index=3)
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(ProfilingError, match=r"pip install powertrain\[nvml\]"):
-        NvmlBackend(tiny_step)
-    with NvmlBackend(tiny_step, nvml=FakeNvml(), sample_period_s=0.005) as b:
-        with pytest.raises(ProfilingError, match="cores=100000"):
-            b.configure({"cores": 100000, "batch_size": 2})
+        NvmlBackend(Step())
+    with backend(tmp_path) as b:
+        with pytest.raises(ProfilingError, match="threads=100000"):
+            b.configure({"threads": 100000, "batch_size": 2})
+        with pytest.raises(ProfilingError, match="cores: Jetson settings.*threads"):
+            b.configure({"cores": 4, "batch_size": 2})
 
 
 def test_slug():
     assert slug("NVIDIA GeForce RTX 3090") == "nvidia-geforce-rtx-3090"
 
 
-def test_cli_nvml(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+def _cli(tmp_path, *extra: str) -> list[str]:
     step_file = tmp_path / "job.py"
     step_file.write_text("def step(batch_size):\n    return 1.0\n")
-    out = tmp_path / "o.csv"
-    argv = [
+    return [
         "profile",
         "--backend",
         "nvml",
@@ -133,10 +304,37 @@ def test_cli_nvml(tmp_path, monkeypatch):
         "2",
         "--sample-period",
         "0.005",
-        "--out",
-        str(out),
         "--quiet",
+        *extra,
     ]
-    assert main(argv) == 0
+
+
+def test_cli_nvml(tmp_path, monkeypatch):
+    nvml = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    out = tmp_path / "o.csv"
+    assert main(_cli(tmp_path, "--out", str(out))) == 0
     df = pd.read_csv(out)
-    assert len(df) == 2 and set(df["batch_size"]) == {2, 4}
+    assert list(df.columns) == COLUMNS
+    assert len(df) == 2 and set(df["batch_size"]) == {2, 4} and set(df["threads"]) == {1}
+    assert setters_called(nvml) == []
+
+
+def test_cli_power_limits(tmp_path, monkeypatch, capsys):
+    nvml = FakeNvml(setters=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    out = tmp_path / "o.csv"
+    assert main(_cli(tmp_path, "--out", str(out), "--power-limits", "150,200")) == 1
+    assert "--power-limits 150,200: changing the GPU power limit needs --allow-power-limit" in (
+        capsys.readouterr().err
+    )
+    assert nvml.calls == [] and not out.exists()  # refused before NVML was even started
+    argv = _cli(tmp_path, "--out", str(out), "--power-limits", "150", "200")
+    assert main([*argv, "--allow-power-limit"]) == 0
+    df = pd.read_csv(out)
+    assert df["power_limit_w"].tolist() == [150, 150, 200, 200]
+    assert nvml.sets[-1] == 700_000 and set(nvml.sets[:-1]) == {150_000, 200_000}
+    twin = ["profile", "--device", "orin-agx", "--workload", "resnet18", "--allow-power-limit"]
+    assert main(twin) == 1
+    assert "only --backend nvml sets a GPU power limit" in capsys.readouterr().err
+    assert not np.isnan(df["power_w"]).any()

@@ -206,15 +206,52 @@ def test_output_with_other_columns_is_refused(tmp_path):
 def test_knob_columns_identify_configurations_and_observed_ones_do_not(tmp_path):
     out = tmp_path / "s.csv"
     modes = _modes(1).merge(pd.DataFrame({"num_workers": [0, 2]}), how="cross")
-    board = SimBoard(knobs=("num_workers",), observed=("gpu_mhz",))
+    board = SimBoard(knobs=("num_workers",), observed=("observed_gpu_mhz",))
     df = profile(board, modes, batch_size=8, n_minibatches=5, out=out, progress=False)
+    assert list(df.columns) == [
+        *sweep.RESULT_COLUMNS[:7],
+        "num_workers",
+        *sweep.MEASURED_COLUMNS,
+        "observed_gpu_mhz",
+    ]
     assert len(df) == 2 and list(df["num_workers"]) == [0, 2]  # differ only by the knob
-    assert (df["gpu_mhz"] == 999.0).all()  # the observed clock, not the requested one
-    board2 = SimBoard(knobs=("num_workers",), observed=("gpu_mhz",))
-    profile(
-        board2, modes.assign(gpu_mhz=450.0), batch_size=8, n_minibatches=5, out=out, progress=False
-    )
-    assert board2.configured == []  # observed columns are no part of a configuration's identity
+    assert (df["gpu_mhz"] == 300.0).all()  # the requested clock stays what was set
+    assert (df["observed_gpu_mhz"] == 999.0).all()  # the observation sits beside it
+    board2 = SimBoard(knobs=("num_workers",), observed=("observed_gpu_mhz",))
+    profile(board2, modes, batch_size=8, n_minibatches=5, out=out, progress=False)
+    assert board2.configured == []  # resumed on the configuration columns alone
+
+
+def test_observed_column_may_not_shadow_a_configuration_column():
+    with pytest.raises(ProfilingError, match="gpu_mhz declared twice"):
+        profile(SimBoard(observed=("gpu_mhz",)), _modes(1), batch_size=8, progress=False)
+
+
+class LevelBoard(SimBoard):
+    """A board whose only knob is a 'level': the sweep must need no schema column."""
+
+    config_columns = ("level", "batch_size")
+
+    def check_modes(self, modes, source="modes"):
+        return modes
+
+    def configure(self, config):
+        super().configure({**config, "gpu_mhz": 100.0 * config["level"]})
+
+
+def test_sweep_follows_the_backends_configuration_columns(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    modes = pd.DataFrame({"level": [3, 5]})
+    df = profile(LevelBoard(), modes, batch_size=8, n_minibatches=3, out=out, progress=True)
+    columns = ["device", "workload", "level", "batch_size", *sweep.MEASURED_COLUMNS]
+    assert list(df.columns) == columns
+    assert list(pd.read_csv(out).columns) == list(df.columns)
+    assert df["time_ms"].tolist() == pytest.approx([2e4 / 300, 2e4 / 500])
+    assert "level=3" in capsys.readouterr().err
+    again = LevelBoard()
+    profile(again, pd.DataFrame({"level": [3, 5, 7]}), batch_size=8, n_minibatches=3, out=out)
+    assert [c["level"] for c in again.configured] == [7]  # resumed on level + batch_size
+    assert len(pd.read_csv(out)) == 3
 
 
 def test_resets_recomputed_for_the_rows_still_to_run():

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from ..schema import CONFIG_COLUMNS
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -32,19 +34,43 @@ class Backend(ABC):
     #: sensor sampling period in seconds (1 s on Jetsons through jtop / hwmon polling)
     sample_period_s: float = 1.0
     #: extra configuration columns this backend sets besides the schema's (e.g.
-    #: ``num_workers``); they are written to the output and identify a configuration
+    #: ``num_workers``); the default ``config_columns`` appends them to the schema's
     knob_columns: tuple[str, ...] = ()
-    #: schema configuration columns this backend cannot set but reports as observed
-    #: (NVML: the clocks); they are left out of a configuration's identity on resume
+    #: extra measured columns (NVML: the clocks the GPU ran at), written after the
+    #: results; never part of a configuration's identity, so a resume ignores them
     observed_columns: tuple[str, ...] = ()
     #: the power-mode space configurations are checked against (None: no check, e.g.
-    #: NVML, whose clocks are observed rather than set)
+    #: NVML, which has no mode table)
     device: Device | None = None
+
+    @property
+    def config_columns(self) -> tuple[str, ...]:
+        """The columns that identify and set one configuration, in output order.
+
+        Why a property of the backend: what a configuration *is* depends on what the board
+        can set (a Jetson: cores and clocks; an NVIDIA GPU: threads, workers, maybe a power
+        limit), and the sweep keys its output and resume on exactly these columns. Default:
+        the schema's ``CONFIG_COLUMNS`` followed by ``knob_columns``.
+        """
+        return (*CONFIG_COLUMNS, *(c for c in self.knob_columns if c not in CONFIG_COLUMNS))
+
+    def check_modes(self, modes: pd.DataFrame, source: str = "modes") -> pd.DataFrame:
+        """Validate ``modes`` before anything is set: every configuration column present,
+        numeric, in range. Returns the checked copy; errors name ``source``, row, column.
+
+        Default: the schema's checks of ``CONFIG_COLUMNS``, then the backend's device
+        table (exact frequency values) when it has one."""
+        from ..schema import check_modes
+
+        configs = check_modes(modes, source=source, batch_size=True)
+        if self.device is not None:  # report a bad mode by its row in the caller's table
+            configs = self.device.validate(configs, source=source, batch_size=True)
+        return configs
 
     @abstractmethod
     def configure(self, config: Mapping[str, float]) -> None:
-        """Apply one configuration: keys from the schema (cores, cpu_mhz, gpu_mhz, mem_mhz,
-        batch_size) plus any backend-specific knobs. Raise ProfilingError if refused."""
+        """Apply one configuration: the keys of ``config_columns`` (other keys are
+        ignored). Raise ProfilingError if refused."""
 
     @abstractmethod
     def run_minibatch(self) -> float:
@@ -60,9 +86,8 @@ class Backend(ABC):
         (time_s, watts). May be empty when the window is shorter than a sample period."""
 
     def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:
-        """Fill configuration columns the caller may leave out (NVML: nominal clocks).
-
-        Why: a backend that cannot set a knob still needs the schema's columns present."""
+        """Fill configuration columns the caller may leave out (NVML: the current thread and
+        worker counts). Default: none; a missing column is an error in ``check_modes``."""
         return modes
 
     def sweep_order(self, modes: pd.DataFrame) -> pd.DataFrame:
@@ -71,8 +96,8 @@ class Backend(ABC):
         return modes
 
     def observed(self, start: float, end: float) -> dict:
-        """Column values measured during ``[start, end)`` that override the requested ones
-        in the summary row (NVML: the clocks the GPU actually ran at). Default: none."""
+        """Values of ``observed_columns`` measured during ``[start, end)``, written beside
+        the results (NVML: the clocks the GPU actually ran at). Default: none."""
         return {}
 
     def run_header(self) -> dict:

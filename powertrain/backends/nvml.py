@@ -1,9 +1,12 @@
-"""Profiling on an NVIDIA GPU through NVML, read-only.
+"""Profiling on an NVIDIA GPU through NVML.
 
 Why: servers and workstations are shared and their clocks belong to the admin, so this
-backend never changes clocks or power limits (it calls no NVML setter). Its knobs need
-no clock change: batch size, CPU threads (the ``cores`` column) and dataloader workers.
-The frequency columns hold the clocks the GPU and CPU were observed running at.
+backend never changes clocks, and changes the power limit only when the user allows it
+(``allow_power_limit=True``); by default it calls no NVML setter at all. Its own knobs
+are its configuration columns -- ``threads`` (CPU threads), ``num_workers`` (dataloader
+workers), ``batch_size``, and ``power_limit_w`` when allowed -- not the Jetson columns:
+a GPU's clocks are observations, written as the extra columns ``observed_gpu_mhz``,
+``observed_mem_mhz`` and ``observed_cpu_mhz``, never part of a configuration.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfilingError
+from ..errors import DataError, ProfilingError
 from ..profiling.power_sensors import PowerSampler
 from ..profiling.step import TrainingStep
 from ..profiling.step_loader import as_step
+from ..schema import MODE_COLUMNS, check_columns
 from .step import StepBackend
 
 
@@ -46,12 +50,16 @@ def slug(name: str) -> str:
 class NvmlBackend(StepBackend):
     """An NVIDIA GPU running the user's training step; power from NVML.
 
+    ``allow_power_limit``: also sweep the GPU power limit (``power_limit_w``, needs root);
+    the limit found at start is restored by :meth:`close` and :meth:`on_error`. Off by
+    default: then no NVML setter is called and a ``power_limit_w`` column is refused.
     ``nvml`` replaces the ``pynvml`` module (tests inject a fake). ``proc_root`` is where
     ``/proc/cpuinfo`` and the cpufreq files are read from for the observed CPU clock.
     """
 
-    knob_columns = ("num_workers",)
-    observed_columns = ("cpu_mhz", "gpu_mhz", "mem_mhz")
+    observed_columns = ("observed_gpu_mhz", "observed_mem_mhz", "observed_cpu_mhz")
+    #: the configuration columns that must be whole numbers, and their smallest value
+    _INTEGER = {"threads": 1, "num_workers": 0, "batch_size": 1}
 
     def __init__(
         self,
@@ -62,6 +70,7 @@ class NvmlBackend(StepBackend):
         nvml: Any = None,
         clock: Callable[[], float] = time.perf_counter,
         proc_root: str | Path = "/",
+        allow_power_limit: bool = False,
     ):
         import torch
 
@@ -80,6 +89,17 @@ class NvmlBackend(StepBackend):
             self.nvml.nvmlShutdown()
             raise ProfilingError(f"NVML has no GPU {gpu_index} ({e}); see nvidia-smi -L") from None
         self.gpu_index = int(gpu_index)
+        self.allow_power_limit = bool(allow_power_limit)
+        #: the limit before profiling and the settable range, in W (read only when allowed)
+        self.power_limit0_w: float | None = None
+        self.power_limit_range_w: tuple[float, float] | None = None
+        self._limit_touched = False  # a setter was called: close/on_error must restore
+        if self.allow_power_limit:
+            try:
+                self._read_power_limits()
+            except ProfilingError:
+                self.nvml.nvmlShutdown()
+                raise
         self.proc_root = Path(proc_root)
         self.step: TrainingStep = as_step(step)
         self.device_name = device_name or slug(self.gpu_name)
@@ -89,12 +109,30 @@ class NvmlBackend(StepBackend):
         self._torch = torch
         self._threads0 = torch.get_num_threads()
         self._closed = False
-        self.nominal = self._nominal()
         self.sampler = PowerSampler(
             self._power_w, self.sample_period_s, clock, probe=self._clocks
         ).start()
 
-    # -- readings (all read-only) ---------------------------------------------------------
+    @property
+    def config_columns(self) -> tuple[str, ...]:
+        """``threads, num_workers, batch_size``, led by ``power_limit_w`` when allowed."""
+        knobs = ("threads", "num_workers", "batch_size")
+        return ("power_limit_w", *knobs) if self.allow_power_limit else knobs
+
+    # -- readings ---------------------------------------------------------------------------
+    def _read_power_limits(self) -> None:
+        n = self.nvml
+        try:
+            lo, hi = n.nvmlDeviceGetPowerManagementLimitConstraints(self.handle)
+            now = n.nvmlDeviceGetPowerManagementLimit(self.handle)
+        except Exception as e:
+            raise ProfilingError(
+                f"GPU {self.gpu_index} does not report its power limit range ({e}); it "
+                "cannot sweep power_limit_w: profile without allow_power_limit"
+            ) from None
+        self.power_limit_range_w = (float(lo) / 1e3, float(hi) / 1e3)  # mW -> W
+        self.power_limit0_w = float(now) / 1e3
+
     def _power_w(self) -> float:
         return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1e3  # mW -> W
 
@@ -111,72 +149,168 @@ class NvmlBackend(StepBackend):
         return float(np.mean(vals)) if vals else None
 
     def _clocks(self) -> dict:
+        """The clocks right now, keyed by their observed column (CPU: None if unreadable)."""
         n = self.nvml
+        sm, mem = getattr(n, "NVML_CLOCK_SM", 1), getattr(n, "NVML_CLOCK_MEM", 2)
         return {
-            "gpu_mhz": float(n.nvmlDeviceGetClockInfo(self.handle, getattr(n, "NVML_CLOCK_SM", 1))),
-            "mem_mhz": float(
-                n.nvmlDeviceGetClockInfo(self.handle, getattr(n, "NVML_CLOCK_MEM", 2))
-            ),
-            "cpu_mhz": self._cpu_mhz(),
+            "observed_gpu_mhz": float(n.nvmlDeviceGetClockInfo(self.handle, sm)),
+            "observed_mem_mhz": float(n.nvmlDeviceGetClockInfo(self.handle, mem)),
+            "observed_cpu_mhz": self._cpu_mhz(),
         }
 
-    def _nominal(self) -> dict:
-        n = self.nvml
-        try:
-            gpu = float(n.nvmlDeviceGetMaxClockInfo(self.handle, getattr(n, "NVML_CLOCK_SM", 1)))
-            mem = float(n.nvmlDeviceGetMaxClockInfo(self.handle, getattr(n, "NVML_CLOCK_MEM", 2)))
-        except Exception:  # pragma: no cover - very old GPUs
-            c = self._clocks()
-            gpu, mem = c["gpu_mhz"], c["mem_mhz"]
-        return {"cpu_mhz": self._cpu_mhz() or 1000.0, "gpu_mhz": gpu, "mem_mhz": mem}
-
     # -- configurations -------------------------------------------------------------------
+    def _refuse_power_limit(self, where: str) -> ProfilingError:
+        return ProfilingError(
+            f"{where}power_limit_w: this NvmlBackend does not change the GPU power limit "
+            "unless allowed; pass allow_power_limit=True (command line: --allow-power-limit, "
+            "needs root) to sweep it, or drop the column"
+        )
+
+    def _check_power_limit(self, watts: float, where: str = "") -> None:
+        lo, hi = self.power_limit_range_w or (float("nan"), float("nan"))
+        if not (np.isfinite(watts) and lo <= watts <= hi):
+            raise ProfilingError(
+                f"{where}power_limit_w={watts:g} W is outside what GPU {self.gpu_index} "
+                f"({self.gpu_name}) allows: {lo:g}..{hi:g} W"
+            )
+
     def modes(
         self,
         batch_sizes: Iterable[int],
         threads: Iterable[int] | None = None,
         workers: Iterable[int] = (0,),
+        power_limits_w: Iterable[float] | None = None,
     ) -> pd.DataFrame:
-        """Every batch size x CPU thread count x worker count (clocks: nominal)."""
+        """Every power limit x batch size x CPU thread count x worker count, in the columns
+        of ``config_columns``. ``threads`` default: torch's current count; power limits
+        need ``allow_power_limit`` (default: the limit found at start). The power limit
+        varies slowest, so it is set as few times as possible."""
+        if power_limits_w is not None and not self.allow_power_limit:
+            raise self._refuse_power_limit("")
         threads = list(threads) if threads is not None else [self._threads0]
+        limits = list(power_limits_w) if power_limits_w is not None else [self.power_limit0_w]
         rows = [
-            {"cores": int(t), "num_workers": int(w), "batch_size": int(b), **self.nominal}
+            {"power_limit_w": p, "threads": int(t), "num_workers": int(w), "batch_size": int(b)}
+            for p in limits
             for b in batch_sizes
             for t in threads
             for w in workers
         ]
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=list(self.config_columns))
 
     def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:
+        """Fill a missing ``threads`` / ``num_workers`` with the current values (and a
+        missing ``power_limit_w``, when allowed, with the limit found at start)."""
         modes = modes.copy()
-        for col, value in self.nominal.items():
-            if col not in modes.columns:
-                modes[col] = value
-        if "cores" not in modes.columns:
-            modes["cores"] = self._threads0
+        if "threads" not in modes.columns:
+            modes["threads"] = self._threads0
         if "num_workers" not in modes.columns:
             modes["num_workers"] = self.step.num_workers
+        if self.allow_power_limit and "power_limit_w" not in modes.columns:
+            modes["power_limit_w"] = self.power_limit0_w
         return modes
+
+    def check_modes(self, modes: pd.DataFrame, source: str = "modes") -> pd.DataFrame:
+        """Check every configuration before the first is set: whole counts in range, power
+        limits allowed and within the GPU's range, no Jetson columns (they would be
+        silently ignored here: a GPU's clocks are observed, not set)."""
+        where = f"{source}: " if source else ""
+        jetson = [c for c in MODE_COLUMNS if c in modes.columns]
+        if jetson:
+            raise DataError(
+                f"{where}column(s) {', '.join(jetson)} are Jetson settings the NVML backend "
+                f"does not set; its configuration columns are {', '.join(self.config_columns)} "
+                "(CPU threads go in 'threads')"
+            )
+        if "power_limit_w" in modes.columns and not self.allow_power_limit:
+            raise self._refuse_power_limit(where)
+        cols = list(self.config_columns)
+        out = check_columns(modes, cols, source, positive=[c for c in cols if c != "num_workers"])
+        for col, least in self._INTEGER.items():
+            values = out[col].to_numpy(dtype=float)
+            bad = (values != np.round(values)) | (values < least)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DataError(
+                    f"{where}row {i + 1}, column '{col}': {values[i]:g} must be a whole "
+                    f"number >= {least}"
+                )
+            out[col] = values.astype(int)
+        limit = os.cpu_count() or int(out["threads"].max())
+        for i, t in enumerate(out["threads"]):
+            if t > limit:
+                raise ProfilingError(
+                    f"{where}row {i + 1}: threads={t}: this machine has {limit} CPU threads"
+                )
+        if self.allow_power_limit:
+            for i, w in enumerate(out["power_limit_w"]):
+                self._check_power_limit(float(w), f"{where}row {i + 1}: ")
+        return out
 
     def configure(self, config: Mapping[str, float]) -> None:
         if self._closed:
             raise ProfilingError("this NvmlBackend is closed; create a new one")
-        threads = int(config["cores"])
+        if "power_limit_w" in config and not self.allow_power_limit:
+            raise self._refuse_power_limit("")
+        jetson = [c for c in MODE_COLUMNS if c in config]
+        if jetson:  # silently ignoring them would mislabel the row
+            raise ProfilingError(
+                f"{', '.join(jetson)}: Jetson settings the NVML backend does not set; give "
+                f"{', '.join(self.config_columns)}"
+            )
+        threads = int(config.get("threads", self._threads0))
         limit = os.cpu_count() or threads
         if not 1 <= threads <= limit:
-            raise ProfilingError(f"cores={threads}: this machine has {limit} CPU threads")
+            raise ProfilingError(f"threads={threads}: this machine has {limit} CPU threads")
+        if self.allow_power_limit and "power_limit_w" in config:
+            self._set_power_limit(float(config["power_limit_w"]))
         self._torch.set_num_threads(threads)
         self.step.configure(
             batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
         )
+
+    def _set_power_limit(self, watts: float) -> None:
+        """Set the limit and read it back: a limit the driver did not take is an error,
+        not a row measured under another limit."""
+        self._check_power_limit(watts)
+        self._limit_touched = True  # even a failed call may have changed it: restore
+        try:
+            self.nvml.nvmlDeviceSetPowerManagementLimit(self.handle, int(round(watts * 1e3)))
+            got = float(self.nvml.nvmlDeviceGetPowerManagementLimit(self.handle)) / 1e3
+        except Exception as e:
+            raise ProfilingError(
+                f"power_limit_w={watts:g}: NVML refused to set it ({e}); setting a power "
+                "limit needs root (sudo) and a GPU that supports it"
+            ) from None
+        if abs(got - watts) > 1.0:
+            raise ProfilingError(
+                f"power_limit_w={watts:g}: the GPU reports {got:g} W after setting it"
+            )
+
+    def _restore_power_limit(self) -> None:
+        """Put back the limit found at start, if this backend touched it."""
+        if not self._limit_touched or self.power_limit0_w is None:
+            return
+        w0 = self.power_limit0_w
+        try:
+            self.nvml.nvmlDeviceSetPowerManagementLimit(self.handle, int(round(w0 * 1e3)))
+        except Exception as e:
+            raise ProfilingError(
+                f"could not restore GPU {self.gpu_index}'s power limit to {w0:g} W ({e}); "
+                f"restore it by hand: sudo nvidia-smi -i {self.gpu_index} -pl {w0:g}"
+            ) from None
+        self._limit_touched = False
 
     def observed(self, start: float, end: float) -> dict:
         got = self.sampler.extras(start, end) or [self._clocks()]
         out = {}
         for col in self.observed_columns:
             vals = [g[col] for g in got if g.get(col) is not None]
-            out[col] = float(np.mean(vals)) if vals else self.nominal[col]
+            out[col] = float(np.mean(vals)) if vals else float("nan")  # never a made-up clock
         return out
+
+    def run_header(self) -> dict:
+        return {**super().run_header(), "allow_power_limit": self.allow_power_limit}
 
     def describe(self) -> dict:
         n = self.nvml
@@ -187,25 +321,38 @@ class NvmlBackend(StepBackend):
             "cpu_threads": os.cpu_count(),
             "torch": self._torch.__version__,
             "clocks_changed": False,
+            "power_limit_changed": self.allow_power_limit,
         }
         for key, fn in (("driver", "nvmlSystemGetDriverVersion"),):
             try:
                 info[key] = _text(getattr(n, fn)())
             except Exception:
                 info[key] = None
-        try:
-            info["power_limit_w"] = float(n.nvmlDeviceGetPowerManagementLimit(self.handle)) / 1e3
-        except Exception:
-            info["power_limit_w"] = None
+        if self.power_limit0_w is not None:  # read at start, before any change
+            info["power_limit_w"] = self.power_limit0_w
+            info["power_limit_range_w"] = list(self.power_limit_range_w or ())
+        else:
+            try:
+                limit_mw = n.nvmlDeviceGetPowerManagementLimit(self.handle)
+                info["power_limit_w"] = float(limit_mw) / 1e3
+            except Exception:
+                info["power_limit_w"] = None
         return info
+
+    def on_error(self) -> None:
+        """Put the power limit back at once: the error may end the process before close."""
+        self._restore_power_limit()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self.sampler.stop()
-        self._torch.set_num_threads(self._threads0)
         try:
-            self.step.close()
+            self.sampler.stop()
+            self._torch.set_num_threads(self._threads0)
+            try:
+                self.step.close()
+            finally:  # a step whose close fails must not leave the power limit changed
+                self._restore_power_limit()
         finally:
             self.nvml.nvmlShutdown()

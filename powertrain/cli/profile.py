@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("twin", "jetson", "nvml"),
         default="twin",
         help="twin: the simulated board; jetson: this Jetson via sysfs (root); "
-        "nvml: this NVIDIA GPU, read-only (default: twin)",
+        "nvml: this NVIDIA GPU, clocks untouched, power limit only with "
+        "--allow-power-limit (default: twin)",
     )
     p.add_argument(
         "--device",
@@ -53,13 +54,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workload",
         required=True,
         help="twin: a catalog workload; jetson/nvml: resnet18, mobilenetv3, or "
-        "module:function / file.py:function naming your step(batch_size)",
+        "module:function / file.py:function naming your step(batch_size) (required, no default)",
     )
     p.add_argument(
         "--modes",
         default=None,
         help="N random modes of the device (default 50; nvml: every combination), or a "
-        "CSV file with cores,cpu_mhz,gpu_mhz,mem_mhz[,batch_size,num_workers] columns",
+        "CSV file with cores,cpu_mhz,gpu_mhz,mem_mhz[,batch_size,num_workers] columns "
+        "(nvml: threads,num_workers,batch_size[,power_limit_w])",
     )
     p.add_argument(
         "--batch-size",
@@ -73,11 +75,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output CSV (raw logs and a .meta.json beside it); "
         "default: print to stdout, not resumable",
     )
-    p.add_argument("--minibatches", type=int, default=40, help="clean minibatches per mode (40)")
     p.add_argument(
-        "--seed", type=int, default=0, help="random seed for the mode sample and the twin"
+        "--minibatches", type=int, default=40, help="clean minibatches per mode (default 40)"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed for the mode sample and the twin (default 0)",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (default: a bar when stderr is a terminal)",
+    )
     p.add_argument(
         "--progress",
         action="store_true",
@@ -91,20 +102,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="dataloader worker count(s); several multiply the modes (default 0)",
     )
     hw.add_argument(
-        "--image-size", type=int, default=None, help="input size of the ready-made workloads"
+        "--image-size",
+        type=int,
+        default=None,
+        help="input size of the ready-made workloads (default: the workload's own)",
     )
     hw.add_argument(
         "--sample-period",
         type=float,
         default=None,
-        help="power sampling period in s (jetson 1.0, nvml 0.1)",
+        help="power sampling period in s (default: jetson 1.0, nvml 0.1)",
     )
     j = p.add_argument_group("jetson")
     j.add_argument(
         "--sensor",
         choices=("auto", "jtop", "hwmon"),
         default="auto",
-        help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto",
+        help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto "
+        "(default: jtop when its service runs, else hwmon)",
     )
     j.add_argument(
         "--emc",
@@ -113,13 +128,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="memory clock control (default: the first one the board has)",
     )
     j.add_argument(
-        "--gpu-devfreq", default=None, help="GPU devfreq folder, if not found automatically"
+        "--gpu-devfreq", default=None, help="GPU devfreq folder (default: found automatically)"
     )
-    j.add_argument("--no-fan", action="store_true", help="leave the fan alone")
+    j.add_argument(
+        "--no-fan",
+        action="store_true",
+        help="leave the fan alone (default: full speed while profiling)",
+    )
     j.add_argument(
         "--allow-unlisted-emc",
         action="store_true",
-        help="write memory clocks taken from the catalog when the board lists no EMC rates",
+        help="write memory clocks taken from the catalog when the board lists no EMC rates "
+        "(default: off, such a memory clock is refused)",
     )
     j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
     n = p.add_argument_group("nvml")
@@ -128,7 +148,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--threads",
         type=_int_list,
         default=None,
-        help="CPU thread counts to sweep (the cores column); default: torch's current",
+        help="CPU thread counts to sweep (the threads column), e.g. 2,4,8; "
+        "default: torch's current count",
+    )
+    n.add_argument(
+        "--power-limits",
+        action=IntListAction,
+        default=None,
+        help="GPU power limits in W to sweep (the power_limit_w column), e.g. 150,200,250 or "
+        "150 200 250; needs --allow-power-limit and root (default: none, the limit is "
+        "left alone)",
+    )
+    n.add_argument(
+        "--allow-power-limit",
+        action="store_true",
+        help="let the nvml backend set the GPU power limit for --power-limits; the limit "
+        "found at start is restored afterwards, also after an error (default: off, no "
+        "NVML setting is changed)",
     )
     p.set_defaults(func=cmd_profile)
 
@@ -147,8 +183,13 @@ def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
     return _cross(modes, args)
 
 
-def _cross(modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    for col, values in (("batch_size", args.batch_size), ("num_workers", args.num_workers)):
+def _cross(
+    modes: pd.DataFrame, args: argparse.Namespace, more: tuple[tuple[str, list | None], ...] = ()
+) -> pd.DataFrame:
+    """``modes`` crossed with the values given on the command line (batch sizes, worker
+    counts, and ``more``: e.g. nvml's threads and power limits), replacing a file's."""
+    pairs = (("batch_size", args.batch_size), ("num_workers", args.num_workers), *more)
+    for col, values in pairs:
         if values is None:
             continue
         if col == "batch_size" and any(v < 1 for v in values):
@@ -198,15 +239,23 @@ def _backend_options(args: argparse.Namespace) -> dict:
             "allow_unlisted_emc": args.allow_unlisted_emc,
         }
     if args.backend == "nvml":
-        return {"gpu_index": args.gpu, "sample_period_s": args.sample_period or 0.1}
+        return {
+            "gpu_index": args.gpu,
+            "sample_period_s": args.sample_period or 0.1,
+            "allow_power_limit": args.allow_power_limit,
+        }
     return {}
 
 
 def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
-    """NVML sets no clocks: by default every (batch size, threads, workers) combination."""
+    """NVML sets no clocks: by default every (power limit, batch size, threads, workers)
+    combination; a --modes file is crossed with the lists given on the command line."""
     if args.modes is not None and not args.modes.isdigit():
-        return _cross(read_csv(args.modes, "--modes"), args)
-    modes = backend.modes(args.batch_size or [16], args.threads, args.num_workers or [0])
+        more = (("threads", args.threads), ("power_limit_w", args.power_limits))
+        return _cross(read_csv(args.modes, "--modes"), args, more)
+    modes = backend.modes(
+        args.batch_size or [16], args.threads, args.num_workers or [0], args.power_limits
+    )
     if args.modes is not None:
         k = int(args.modes)
         if not 0 < k <= len(modes):
@@ -215,11 +264,30 @@ def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
     return modes
 
 
+def _check_power_limit_options(args: argparse.Namespace) -> None:
+    """Power limits are changed only on an explicit opt-in, and only by the nvml backend:
+    refuse before a backend starts rather than ignore an option silently."""
+    options = (
+        ("--power-limits", args.power_limits is not None),
+        ("--allow-power-limit", args.allow_power_limit),
+    )
+    given = [name for name, used in options if used]
+    if given and args.backend != "nvml":
+        raise DataError(f"{' and '.join(given)}: only --backend nvml sets a GPU power limit")
+    if args.power_limits is not None and not args.allow_power_limit:
+        raise DataError(
+            f"--power-limits {','.join(map(str, args.power_limits))}: changing the GPU power "
+            "limit needs --allow-power-limit (and root); the limit found at start is "
+            "restored afterwards"
+        )
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     if args.minibatches < 1:
         raise DataError("--minibatches must be >= 1")
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
+    _check_power_limit_options(args)
     from ..backends import get_backend
 
     with get_backend(

@@ -31,12 +31,9 @@ from ..schema import CONFIG_COLUMNS
 from ..twin import Twin
 from .aggregate import stable_since, summarise_window
 
-#: aggregated columns written per configuration, in order (a backend's ``knob_columns``
-#: follow the schema's configuration columns)
-RESULT_COLUMNS = (
-    "device",
-    "workload",
-    *CONFIG_COLUMNS,
+#: measured columns written per configuration, in order, after ``device``, ``workload``
+#: and the backend's ``config_columns`` (its ``observed_columns`` follow them)
+MEASURED_COLUMNS = (
     "time_ms",
     "power_w",
     "time_ms_std",
@@ -46,26 +43,37 @@ RESULT_COLUMNS = (
     "stable",
     "profile_s",
 )
+#: the summary columns of a backend with the default configuration columns and no knobs
+RESULT_COLUMNS = ("device", "workload", *CONFIG_COLUMNS, *MEASURED_COLUMNS)
 
-_SHOWN = (*CONFIG_COLUMNS, "num_workers")
 _ROUND = 3  # decimals a configuration is identified by (MHz tables are given to 0.1 kHz)
 
 
 def key_columns(backend: Backend) -> tuple[str, ...]:
-    """The columns that identify a configuration: what the backend actually sets."""
-    observed = set(backend.observed_columns)
-    cols = (*CONFIG_COLUMNS, *backend.knob_columns)
-    return tuple(c for c in cols if c not in observed)
+    """The columns that identify a configuration: what the backend sets."""
+    return tuple(backend.config_columns)
 
 
 def output_columns(backend: Backend) -> list[str]:
-    """Columns of the summary CSV for this backend, in order."""
-    knobs = [c for c in backend.knob_columns if c not in RESULT_COLUMNS]
-    n = 2 + len(CONFIG_COLUMNS)
-    return [*RESULT_COLUMNS[:n], *knobs, *RESULT_COLUMNS[n:]]
+    """Columns of the summary CSV for this backend, in order: identity, configuration,
+    measurements, then the backend's observed extras."""
+    names = [
+        "device",
+        "workload",
+        *backend.config_columns,
+        *MEASURED_COLUMNS,
+        *backend.observed_columns,
+    ]
+    clash = sorted({c for c in names if names.count(c) > 1})
+    if clash:  # one CSV column cannot hold both a setting and a measurement
+        raise ProfilingError(
+            f"{type(backend).__name__}: column(s) {', '.join(clash)} declared twice "
+            "(configuration, measured and observed columns must not overlap)"
+        )
+    return names
 
 
-def _config_key(row: Mapping, columns: Sequence[str] = CONFIG_COLUMNS) -> tuple:
+def _config_key(row: Mapping, columns: Sequence[str]) -> tuple:
     return tuple(round(float(row[c]), _ROUND) for c in columns)
 
 
@@ -138,6 +146,7 @@ def profile_one(
     period = float(backend.sample_period_s or 1.0)
     # a working sensor gives readings by then (the floor absorbs thread scheduling delays)
     patience = max((min_power_samples + 3) * period, 2.0)
+    shown = _describe(config, backend.config_columns)  # names the mode in errors
     backend.configure(config)
     t_mode = backend.now()
     log: list[tuple[float, float, float]] = []  # (start_s, end_s, ms)
@@ -146,9 +155,7 @@ def profile_one(
         t0 = backend.now()
         ms = backend.run_minibatch()
         if ms is None or not np.isfinite(ms) or ms <= 0:
-            raise ProfilingError(
-                f"backend returned an invalid minibatch time {ms!r} for {_describe(config, _SHOWN)}"
-            )
+            raise ProfilingError(f"backend returned an invalid minibatch time {ms!r} for {shown}")
         log.append((t0, backend.now(), float(ms)))
 
     run()  # warm-up: kernel selection, allocator, caches (PowerTrain §2.5) -- discarded
@@ -167,7 +174,7 @@ def profile_one(
             if len(seen) == 0 and now - t_mode > patience:
                 raise ProfilingError(
                     f"the power sensor gave no reading for {now - t_mode:.1f} s (sample period "
-                    f"{period:g} s) in configuration {_describe(config, _SHOWN)}; check that "
+                    f"{period:g} s) in configuration {shown}; check that "
                     "the sensor works (jtop service running, INA3221 files readable)"
                 )
             if len(seen) != n_seen:
@@ -187,22 +194,18 @@ def profile_one(
     start, end = clean[0][0], clean[-1][1]
     samples = np.asarray(backend.power_samples(start, end), dtype=float).reshape(-1, 2)
     arr = np.array(clean)
-    row = {c: config[c] for c in CONFIG_COLUMNS if c in config}
-    for c in backend.knob_columns:
-        if c in config:
-            row[c] = config[c]
+    row = {c: config[c] for c in backend.config_columns if c in config}
     row.update(summarise_window(arr[:, 0], arr[:, 1], arr[:, 2], samples))
     if row["n_power_samples"] == 0:
         warnings.warn(
-            f"no power reading during the clean minibatches of {_describe(config, _SHOWN)}; "
-            "power_w is NaN (not 0)",
+            f"no power reading during the clean minibatches of {shown}; power_w is NaN (not 0)",
             RuntimeWarning,
             stacklevel=2,
         )
     row["stable"] = bool(stable)
     row["profile_s"] = backend.now() - t_mode
-    allowed = backend.observed_columns
-    row.update({k: v for k, v in backend.observed(start, end).items() if k in allowed})
+    seen_values = backend.observed(start, end)
+    row.update({c: seen_values.get(c, np.nan) for c in backend.observed_columns})
     mb = pd.DataFrame(log, columns=["start_s", "end_s", "time_ms"])
     mb["clean"] = np.arange(len(log)) >= chosen
     all_samples = np.asarray(backend.power_samples(t_mode, backend.now()), dtype=float)
@@ -473,7 +476,8 @@ def profile(
     header: Mapping | None = None,
     **kwargs,
 ) -> pd.DataFrame:
-    """Profile every row of ``modes`` on ``backend`` and return one schema row per mode.
+    """Profile every row of ``modes`` on ``backend`` and return one row per configuration
+    (the backend's ``config_columns``, the measurements, its ``observed_columns``).
 
     ``batch_size`` sets the column for every row (else ``modes`` must carry one). With
     ``out``, each finished configuration is appended to that CSV (raw logs and a
@@ -487,16 +491,12 @@ def profile(
     Extra keyword arguments go to :func:`profile_one`. If profiling fails, the backend's
     ``on_error`` puts the board back in its original state before the error propagates.
     """
-    from ..schema import check_modes
-
     backend = as_backend(backend)
     configs = modes.copy()
     if batch_size is not None:
         configs["batch_size"] = int(batch_size)
     configs = backend.complete_modes(configs)
-    configs = check_modes(configs, source="modes", batch_size=True)
-    if backend.device is not None:  # report a bad mode by its row in the caller's table
-        configs = backend.device.validate(configs, source="modes", batch_size=True)
+    configs = backend.check_modes(configs, source="modes")
     configs = backend.sweep_order(configs)
     keys = key_columns(backend)
     missing = [c for c in keys if c not in configs.columns]
