@@ -10,6 +10,7 @@ def test_devices_lists_mode_counts(capsys):
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     assert "orin-agx" in out and "18,096" in out and "29,232" in out and "1,800" in out
+    assert "v100               7  power_limit_w 7 (100-250)  presets: none" in out
 
 
 def test_modes_grid_to_csv(tmp_path):

@@ -132,3 +132,23 @@ def test_cli_hints_are_cli_flags_not_python(tmp_path, capsys):
     assert main(["predict", "-m", "orin-agx/resnet18", str(grid)]) == 1
     err = capsys.readouterr().err
     assert "-b 16" in err and "predict(" not in err
+
+
+def test_fit_and_predict_a_gpu_model_on_its_own_knobs(tmp_path, capsys):
+    """A real GPU trace: fit reads the device's knobs, --targets names the time column,
+    predict --device writes the GPU's modes; a Jetson's modes are refused by name."""
+    from powertrain.real_data import load_real_corpus
+
+    corpus = tmp_path / "v100.csv"
+    load_real_corpus("v100_bert-squad").to_csv(corpus, index=False)
+    model, out = str(tmp_path / "m"), tmp_path / "est.csv"
+    args = ["fit", str(corpus), "-o", model, "--targets", "epoch_s,power_w", "--epochs", "3"]
+    assert main([*args, "-q"]) == 0
+    assert main(["predict", "-m", model, "--device", "v100", "-b", "16,32", "-o", str(out)]) == 0
+    est = pd.read_csv(out)
+    assert list(est.columns[:3]) == ["power_limit_w", "batch_size", "epoch_s"]
+    assert len(est) == 7 * 2
+    capsys.readouterr()
+    assert main(["predict", "-m", model, "--device", "orin-agx", "-b", "16"]) == 1
+    assert "this model reads power_limit_w, batch_size" in capsys.readouterr().err
+    assert main(["fit", str(corpus), "-o", model, "--targets", "epoch_s"]) == 1

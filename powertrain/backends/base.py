@@ -50,22 +50,23 @@ class Backend(ABC):
         Why a property of the backend: what a configuration *is* depends on what the board
         can set (a Jetson: cores and clocks; an NVIDIA GPU: threads, workers, maybe a power
         limit), and the sweep keys its output and resume on exactly these columns. Default:
-        the schema's ``CONFIG_COLUMNS`` followed by ``knob_columns``.
+        the device's knobs and ``batch_size`` (the schema's ``CONFIG_COLUMNS`` without a
+        device), followed by ``knob_columns``.
         """
-        return (*CONFIG_COLUMNS, *(c for c in self.knob_columns if c not in CONFIG_COLUMNS))
+        base = CONFIG_COLUMNS if self.device is None else self.device.config_columns
+        return (*base, *(c for c in self.knob_columns if c not in base))
 
     def check_modes(self, modes: pd.DataFrame, source: str = "modes") -> pd.DataFrame:
         """Validate ``modes`` before anything is set: every configuration column present,
         numeric, in range. Returns the checked copy; errors name ``source``, row, column.
 
-        Default: the schema's checks of ``CONFIG_COLUMNS``, then the backend's device
-        table (exact frequency values) when it has one."""
+        Default: the device's table of knob values when the backend has one (errors by
+        row of the caller's table), else the schema's checks of ``CONFIG_COLUMNS``."""
+        if self.device is not None:
+            return self.device.validate(modes, source=source, batch_size=True)
         from ..schema import check_modes
 
-        configs = check_modes(modes, source=source, batch_size=True)
-        if self.device is not None:  # report a bad mode by its row in the caller's table
-            configs = self.device.validate(configs, source=source, batch_size=True)
-        return configs
+        return check_modes(modes, source=source, batch_size=True)
 
     @abstractmethod
     def configure(self, config: Mapping[str, float]) -> None:

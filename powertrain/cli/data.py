@@ -23,17 +23,23 @@ def _write(df, out: str | None) -> None:
     print(f"wrote {len(df)} rows to {path}", file=sys.stderr)
 
 
+def _knob_summary(name: str, values: tuple[float, ...]) -> str:
+    """``cores 1-12``, ``cpu 29`` (a frequency table's size), ``power_limit_w 7 (100-250)``."""
+    if name == "cores":
+        return f"cores {min(values):g}-{max(values):<3g}"
+    if name.endswith("_mhz"):
+        return f"{name.removesuffix('_mhz')} {len(values):>2}"
+    return f"{name} {len(values)} ({min(values):g}-{max(values):g})"
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     rows = []
     for name in device_names():
         d = get_device(name)
-        s = d.spec
-        rows.append(
-            f"{name:<12} {d.n_modes:>7,}  cores {s.min_cores}-{s.cores:<3} cpu {len(s.cpu_mhz):>2} "
-            f"gpu {len(s.gpu_mhz):>2} mem {len(s.mem_mhz):>2}  presets: "
-            + ", ".join(p["name"] for p in s.presets)
-        )
-    print(f"{'device':<12} {'modes':>7}")
+        knobs = " ".join(_knob_summary(k, v) for k, v in d.spec.knob_tables().items())
+        presets = ", ".join(p["name"] for p in d.spec.presets) or "none"
+        rows.append(f"{name:<12} {d.n_modes:>7,}  {knobs}  presets: {presets}")
+    print(f"{'device':<12} {'modes':>7}  knobs (values each)")
     print("\n".join(rows))
     return 0
 

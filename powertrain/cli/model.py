@@ -72,8 +72,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     _check_out(args.out, directory=True)
     corpus = read_csv(args.corpus)
+    targets = tuple(t.strip() for t in args.targets.split(","))
+    if len(targets) != 2 or not all(targets):
+        raise DataError(f"--targets {args.targets}: give two column names, time then power")
     est = PowerTrainMLP(epochs=args.epochs)
-    model = Predictor(est, random_state=args.seed, progress=not args.quiet)
+    model = Predictor(est, targets=targets, random_state=args.seed, progress=not args.quiet)
     model.fit(corpus, source=args.corpus)
     model.save(args.out)
     s = model.info_["fit_seconds"]
@@ -136,9 +139,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "fit", help="train a reference predictor (time + power) on a profiled corpus CSV"
     )
     p.add_argument(
-        "corpus", help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w"
+        "corpus",
+        help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w (a Jetson), "
+        "or with a device column naming a catalog device: its knobs + batch_size",
     )
     p.add_argument("-o", "--out", required=True, help="model directory to write")
+    p.add_argument(
+        "--targets",
+        default="time_ms,power_w",
+        help="the two measured columns to predict, time then power (default: time_ms,power_w; "
+        "the real GPU traces: epoch_s,power_w)",
+    )
     p.add_argument("--epochs", type=positive_int, default=100, help="training epochs (100)")
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

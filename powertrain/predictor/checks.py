@@ -133,6 +133,12 @@ def config_table(
         out = modes.loc[modes.index.repeat(len(sizes))].assign(
             batch_size=np.tile(np.asarray(sizes), len(modes))
         )
+    missing = [c for c in inputs if c not in out.columns]
+    if missing:  # typically modes of a device with other knobs than the model's
+        raise DataError(
+            f"modes: missing column(s) {', '.join(missing)}; this model reads "
+            f"{', '.join(inputs)}, the modes have {', '.join(map(str, modes.columns))}"
+        )
     check_columns(out, inputs, source="modes", positive=inputs)
     return out
 
