@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-REQUIRED = {"quickstart", "transfer_accuracy", "pareto_and_caps"}
+REQUIRED = {"quickstart", "transfer_accuracy", "pareto_and_caps", "batch_size", "real_gpus"}
 #: a cell that draws: pyplot, a plotting method or helper, imshow, a Figure
 PLOTS = re.compile(r"\bplt\.|\.plot\(|\bplot_\w+\(|imshow\(|\bFigure\b|\.scatter\(|\.hist\(")
 
