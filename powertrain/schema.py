@@ -28,8 +28,10 @@ def check_columns(
     columns: Iterable[str],
     source: str | None = None,
     positive: Iterable[str] = (),
+    nonnegative: Iterable[str] = (),
 ) -> pd.DataFrame:
-    """Check ``columns`` exist, are numeric and finite; ``positive`` ones must be > 0.
+    """Check ``columns`` exist, are numeric and finite; ``positive`` ones must be > 0,
+    ``nonnegative`` ones >= 0.
 
     Returns a copy with those columns cast to float (int for cores/batch_size). Errors
     name the source, the column and the first offending row (1-based data row, as a
@@ -47,7 +49,7 @@ def check_columns(
     if len(df) == 0:
         raise DataError(f"{_where(source)}the table has no rows")
     out = df.copy()
-    positive = set(positive)
+    positive, nonnegative = set(positive), set(nonnegative)
     for col in columns:
         values = pd.to_numeric(out[col], errors="coerce")
         bad = values.isna() | ~np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))
@@ -60,7 +62,12 @@ def check_columns(
         if col in positive and (values <= 0).any():
             i = int(np.flatnonzero((values <= 0).to_numpy())[0])
             raise DataError(
-                f"{_where(source)}row {i + 1}, column '{col}': {values.iloc[i]!r} must be > 0"
+                f"{_where(source)}row {i + 1}, column '{col}': {float(values.iloc[i]):g} must be > 0"
+            )
+        if col in nonnegative and (values < 0).any():
+            i = int(np.flatnonzero((values < 0).to_numpy())[0])
+            raise DataError(
+                f"{_where(source)}row {i + 1}, column '{col}': {float(values.iloc[i]):g} must be >= 0"
             )
         if col in ("cores", "batch_size"):
             if (values != np.round(values)).any():

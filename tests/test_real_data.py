@@ -105,3 +105,32 @@ def test_a_power_limit_the_gpu_does_not_have_names_file_row_and_column():
     df.loc[2, "power_limit_w"] = 130.0
     with pytest.raises(ModeError, match=r"a40_bert-squad.csv: row 3, column 'power_limit_w': 130"):
         check_device(df, source="a40_bert-squad.csv")
+
+
+def test_a_corpus_from_a_gpu_outside_the_catalog_needs_named_inputs():
+    """What an NVML sweep writes: the GPU's name (not a catalog device) and its own knobs.
+    Without inputs the unknown device is refused with the way out; with them it trains."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = [(t, w, b) for t in (1, 2, 4) for w in (0, 2) for b in (8, 16, 32)]
+    df = pd.DataFrame(rows, columns=["threads", "num_workers", "batch_size"])
+    df.insert(0, "device", "nvidia-h100-80gb-hbm3")
+    df["time_ms"] = 5 * df.batch_size / df.threads ** 0.3 * rng.uniform(0.97, 1.03, len(df))
+    df["power_w"] = 200 + df.batch_size + rng.uniform(-3, 3, len(df))
+    df = df.rename(columns={"time_ms": "epoch_s"})
+    with pytest.raises(DataError, match=r"unknown device .*name the inputs"):
+        _small().fit(df)
+    knobs = ("threads", "num_workers", "batch_size")
+    with pytest.raises(DataError, match=r"row 1, column 'num_workers': 0 is not > 0.*'none'"):
+        _small(inputs=knobs).fit(df)  # 0 workers is a real setting; log(0) is not
+    from powertrain.predictor import PowerTrainMLP, Predictor
+
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=5, input_transform="none")
+    model = Predictor(est, inputs=knobs, targets=("epoch_s", "power_w"), progress=False).fit(df)
+    assert model.inputs_ == knobs
+    new = model.transfer(df.head(10))
+    assert len(new.predict(df[list(knobs)])) == len(df)
+    with pytest.raises(DataError, match=r"column 'threads': -1 must be >= 0"):
+        model.transfer(df.head(10).assign(threads=[-1] + [1] * 9))

@@ -3,8 +3,8 @@
 ``base.Backend`` declares what the sweep uses; ``twin`` adapts the digital twin,
 ``jetson`` drives a real Jetson through sysfs, ``nvml`` profiles a training step on an
 NVIDIA GPU over its own knobs (threads, workers, batch size; the power limit only when
-allowed) with power from NVML; ``step`` holds what the hardware backends share. :func:`get_backend` builds one
-by name (what ``powertrain profile --backend`` calls).
+allowed) with power from NVML; ``step`` holds what the hardware backends share.
+:func:`get_backend` builds one by name (what ``powertrain profile --backend`` calls).
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ class GradientBoostingPredictor(BaseEstimator):
     def fit(self, corpus: pd.DataFrame) -> GradientBoostingPredictor:
         """``inputs``/``targets`` are resolved as :class:`Predictor` does."""
         self.inputs_, self.targets_ = resolve_columns(self.inputs, self.targets, corpus)
-        df = checks.samples_table(corpus, "fit", None, self.inputs_, self.targets_)
+        df = checks.samples_table(
+            corpus, "fit", None, self.inputs_, self.targets_, known_device=self.inputs is None
+        )
         X = np.log(df[list(self.inputs_)].to_numpy(dtype=float))
         self.models_ = {}
         for target in self.targets_:

@@ -41,16 +41,30 @@ def samples_table(
     source: str | None = None,
     inputs: Sequence[str] = CONFIG_COLUMNS,
     targets: Sequence[str] = TARGET_COLUMNS,
+    known_device: bool = True,
+    positive_inputs: bool = True,
 ) -> pd.DataFrame:
-    """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows."""
-    df = check_samples(samples, source=source, columns=(*inputs, *targets))
+    """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows.
+
+    ``known_device``: a ``device`` column must name a catalog (or spec) device and every
+    row must be one of its modes. False when the caller named the inputs itself: then the
+    column is provenance only (e.g. a GPU an NVML sweep profiled, not in the catalog).
+    ``positive_inputs``: inputs must be > 0 (device knobs are); else >= 0 (a count of
+    dataloader workers may be 0). Targets are always > 0."""
+    where = {"source": source}
+    if positive_inputs:
+        df = check_samples(samples, columns=(*inputs, *targets), **where)
+    else:
+        df = check_columns(samples, (*inputs, *targets), positive=targets, **where)
+        check_columns(df, inputs, positive=(), nonnegative=inputs, **where)
     if len(df) < MIN_SAMPLES:
         where = f"{source}: " if source else ""
         raise DataError(
             f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
             "the paper uses 10-100 (50 by default)"
         )
-    df = check_device(df, source)
+    if known_device:
+        df = check_device(df, source)
     df = average_duplicates(df, what, inputs, targets)
     check_outliers(df, source, targets)
     return df
@@ -109,6 +123,7 @@ def config_table(
     modes: pd.DataFrame,
     batch_size: int | Iterable[int] | None,
     inputs: Sequence[str] = CONFIG_COLUMNS,
+    positive_inputs: bool = True,
 ) -> pd.DataFrame:
     """The caller's frame with a ``batch_size`` column: given, assigned, or one copy per size.
 
@@ -139,7 +154,10 @@ def config_table(
             f"modes: missing column(s) {', '.join(missing)}; this model reads "
             f"{', '.join(inputs)}, the modes have {', '.join(map(str, modes.columns))}"
         )
-    check_columns(out, inputs, source="modes", positive=inputs)
+    if positive_inputs:
+        check_columns(out, inputs, source="modes", positive=inputs)
+    else:
+        check_columns(out, inputs, source="modes", nonnegative=inputs)
     return out
 
 

@@ -16,8 +16,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..devices import table_device
-from ..errors import DataError
+from ..devices import get_device, table_device
+from ..errors import DataError, PowerTrainError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_samples
 from . import checks
@@ -76,7 +76,19 @@ class Predictor(BaseEstimator):
         column, when present, is recorded as provenance.
         """
         inputs, targets = resolve_columns(self.inputs, self.targets, corpus, source)
-        df = checks.samples_table(corpus, "fit", source, inputs, targets)
+        named = self.inputs is not None  # then the device column is provenance only
+        df = checks.samples_table(
+            corpus,
+            "fit",
+            source,
+            inputs,
+            targets,
+            known_device=not named,
+            positive_inputs=not named,
+        )
+        base = PowerTrainMLP() if self.estimator is None else self.estimator
+        if getattr(base, "input_transform", None) == "log":
+            _check_log_inputs(df, inputs, source)
         X = df[list(inputs)].to_numpy(dtype=np.float64)
         t0 = time.perf_counter()
         self.heads_ = {
@@ -118,7 +130,17 @@ class Predictor(BaseEstimator):
         """
         check_is_fitted(self, "heads_")
         self._check_same_knobs(samples, source)
-        df = checks.samples_table(samples, "transfer", source, self.inputs_, self.targets_)
+        df = checks.samples_table(
+            samples,
+            "transfer",
+            source,
+            self.inputs_,
+            self.targets_,
+            known_device=self.inputs is None,
+            positive_inputs=self.inputs is None,
+        )
+        if self.heads_[self.targets_[0]].input_transform == "log":
+            _check_log_inputs(df, self.inputs_, source)
         checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
         X = df[list(self.inputs_)].to_numpy(dtype=np.float64)
         seed = self.random_state if random_state is None else random_state
@@ -164,6 +186,8 @@ class Predictor(BaseEstimator):
         by name rather than as a missing column."""
         if not isinstance(samples, pd.DataFrame):
             return  # samples_table says what is wrong
+        if self.inputs is not None and not _in_catalog(samples):
+            return  # the caller named the inputs: the device column is provenance only
         dev = table_device(samples, source)
         if dev is not None and tuple(dev.config_columns) != tuple(self.inputs_):
             where = f"{source}: " if source else ""
@@ -190,7 +214,9 @@ class Predictor(BaseEstimator):
         columns are overwritten. Warns on configurations outside the training ranges.
         """
         check_is_fitted(self, "heads_")
-        frame = checks.config_table(modes, batch_size, self.inputs_)
+        frame = checks.config_table(
+            modes, batch_size, self.inputs_, positive_inputs=self.inputs is None
+        )
         X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
         out = frame.copy()
@@ -249,8 +275,41 @@ def resolve_columns(
     targets = tuple(TARGETS if targets is None else targets)
     if inputs is not None:
         return tuple(inputs), targets
-    dev = table_device(table, source) if isinstance(table, pd.DataFrame) else None
+    if not isinstance(table, pd.DataFrame):
+        return tuple(CONFIG_COLUMNS), targets  # the table check says what is wrong
+    try:
+        dev = table_device(table, source)
+    except DataError as e:
+        raise DataError(
+            f"{e}; to train on a device outside the catalog, name the inputs: "
+            "Predictor(inputs=(...knob columns..., 'batch_size'))"
+        ) from None
     return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
+
+
+def _check_log_inputs(df: pd.DataFrame, inputs: Sequence[str], source: str | None) -> None:
+    """The log input transform needs inputs > 0: say which column and how to avoid it."""
+    for col in inputs:
+        bad = np.flatnonzero(df[col].to_numpy(dtype=float) <= 0)
+        if bad.size:
+            where = f"{source}: " if source else ""
+            raise DataError(
+                f"{where}row {bad[0] + 1}, column '{col}': {df[col].iloc[bad[0]]:g} is not > 0, "
+                "and the estimator log-transforms its inputs; use "
+                "PowerTrainMLP(input_transform='none') for inputs that can be 0"
+            )
+
+
+def _in_catalog(table: pd.DataFrame) -> bool:
+    """Whether a table's one ``device`` value names a device this package knows."""
+    names = table["device"].dropna().astype(str).unique() if "device" in table else []
+    if len(names) != 1:
+        return False
+    try:
+        get_device(names[0])
+    except PowerTrainError:
+        return False
+    return True
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
