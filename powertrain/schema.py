@@ -62,12 +62,14 @@ def check_columns(
         if col in positive and (values <= 0).any():
             i = int(np.flatnonzero((values <= 0).to_numpy())[0])
             raise DataError(
-                f"{_where(source)}row {i + 1}, column '{col}': {float(values.iloc[i]):g} must be > 0"
+                f"{_where(source)}row {i + 1}, column '{col}': "
+                f"{float(values.iloc[i]):g} must be > 0"
             )
         if col in nonnegative and (values < 0).any():
             i = int(np.flatnonzero((values < 0).to_numpy())[0])
             raise DataError(
-                f"{_where(source)}row {i + 1}, column '{col}': {float(values.iloc[i]):g} must be >= 0"
+                f"{_where(source)}row {i + 1}, column '{col}': "
+                f"{float(values.iloc[i]):g} must be >= 0"
             )
         if col in ("cores", "batch_size"):
             if (values != np.round(values)).any():
