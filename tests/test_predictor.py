@@ -265,3 +265,16 @@ def test_duplicate_samples_are_averaged_not_counted_twice():
         out = samples_table(doubled, "transfer")
     assert len(out) == len(s)
     assert out.time_ms.iloc[0] == pytest.approx(s.time_ms.iloc[0] * 1.05)
+
+
+def test_grid_search_tunes_the_estimator_through_the_predictor(grid):
+    """What the README promises: hyper-parameters searched as ``estimator__*``."""
+    from sklearn.model_selection import GridSearchCV
+
+    corpus = synthetic_corpus(grid, "a").sample(200, random_state=0)
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), batch_size=64)
+    search = GridSearchCV(Predictor(est, progress=False), {"estimator__epochs": [1, 40]}, cv=2).fit(
+        corpus
+    )
+    assert search.best_params_ == {"estimator__epochs": 40}
+    assert search.best_estimator_.heads_["time_ms"].epochs == 40
