@@ -13,12 +13,10 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError, ModeError, PowerTrainError
-from .schema import check_columns
+from .schema import INTEGER_COLUMNS, check_columns
 from .specs import DeviceSpec, SpecLike, load_device_spec
 
 _TOL = 1e-3  # MHz; tables are given to 0.1 kHz so this only absorbs float noise
-#: knobs that count things (written as integers)
-_INTEGER_KNOBS = ("cores",)
 
 
 def _grid(tables: dict) -> pd.DataFrame:
@@ -28,7 +26,7 @@ def _grid(tables: dict) -> pd.DataFrame:
 
 
 def _integers(df: pd.DataFrame) -> pd.DataFrame:
-    for c in _INTEGER_KNOBS:
+    for c in INTEGER_COLUMNS:
         if c in df.columns:
             df[c] = df[c].astype(int)
     return df
@@ -163,7 +161,8 @@ class Device:
         for col, table in s.knob_tables().items():
             t = np.asarray(table, dtype=float)
             v = df[col].to_numpy(dtype=float)
-            if col in _INTEGER_KNOBS:  # a count: say the range
+            if col in INTEGER_COLUMNS and np.array_equal(t, np.arange(t.min(), t.max() + 1)):
+                # a count over a whole range (online cores): say the range
                 bad = (v < t.min()) | (v > t.max())
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])

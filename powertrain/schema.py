@@ -17,6 +17,8 @@ from .errors import DataError
 MODE_COLUMNS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 CONFIG_COLUMNS = MODE_COLUMNS + ("batch_size",)
 TARGET_COLUMNS = ("time_ms", "power_w")
+#: configuration columns that count things: whole numbers, written as integers
+INTEGER_COLUMNS = ("cores", "batch_size", "threads", "num_workers")
 
 
 def _where(source: str | None) -> str:
@@ -33,7 +35,7 @@ def check_columns(
     """Check ``columns`` exist, are numeric and finite; ``positive`` ones must be > 0,
     ``nonnegative`` ones >= 0.
 
-    Returns a copy with those columns cast to float (int for cores/batch_size). Errors
+    Returns a copy with those columns cast to float (int for :data:`INTEGER_COLUMNS`). Errors
     name the source, the column and the first offending row (1-based data row, as a
     spreadsheet user would count it; the CSV line is that + 1 for the header).
     """
@@ -71,12 +73,12 @@ def check_columns(
                 f"{_where(source)}row {i + 1}, column '{col}': "
                 f"{float(values.iloc[i]):g} must be >= 0"
             )
-        if col in ("cores", "batch_size"):
+        if col in INTEGER_COLUMNS:
             if (values != np.round(values)).any():
                 i = int(np.flatnonzero((values != np.round(values)).to_numpy())[0])
                 raise DataError(
                     f"{_where(source)}row {i + 1}, column '{col}': "
-                    f"{values.iloc[i]!r} is not an integer"
+                    f"{float(values.iloc[i]):g} is not an integer"
                 )
             out[col] = values.astype(int)
         else:
@@ -92,16 +94,10 @@ def check_modes(
     return check_columns(df, cols, source, positive=cols)
 
 
-def check_samples(
-    df: pd.DataFrame,
-    source: str | None = None,
-    columns: Iterable[str] = CONFIG_COLUMNS + TARGET_COLUMNS,
-) -> pd.DataFrame:
-    """Validate a measured table: configuration columns and targets, all positive.
-
-    ``columns`` default to a Jetson's (``cores .. batch_size``, ``time_ms``, ``power_w``);
-    a device with other knobs passes its own (``Device.config_columns`` + targets)."""
-    cols = tuple(columns)
+def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Validate a Jetson corpus: config columns plus positive ``time_ms`` and ``power_w``
+    (a device with other knobs: ``predictor.checks.measured_table``)."""
+    cols = CONFIG_COLUMNS + TARGET_COLUMNS
     return check_columns(df, cols, source, positive=cols)
 
 

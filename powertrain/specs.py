@@ -127,20 +127,23 @@ MAX_MHZ = 1e5
 MAX_KNOB = 1e6
 
 
-def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
-    raw = data.get(key)
+def _value_table(raw: Any, label: str, where: str, what: str, limit: float) -> tuple[float, ...]:
+    """A non-empty list of distinct numbers in (0, ``limit``], sorted; errors name ``label``
+    and the index (``what`` says what one value is, e.g. "a frequency in MHz")."""
     if not isinstance(raw, (list, tuple)) or not raw:
-        raise SpecError(f"{where}: '{key}' must be a non-empty list of frequencies in MHz")
+        raise SpecError(f"{where}: {label} must be a non-empty list of values ({what})")
     out = []
     for i, v in enumerate(raw):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_MHZ:
-            raise SpecError(
-                f"{where}: '{key}'[{i}] = {v!r} is not a frequency in MHz (0 < f <= {MAX_MHZ:g})"
-            )
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= limit:
+            raise SpecError(f"{where}: {label}[{i}] = {v!r} is not {what} (0 < v <= {limit:g})")
         out.append(float(v))
     if len(set(out)) != len(out):
-        raise SpecError(f"{where}: '{key}' lists a frequency twice")
+        raise SpecError(f"{where}: {label} lists a value twice")
     return tuple(sorted(out))
+
+
+def _freq_table(data: dict, key: str, where: str) -> tuple[float, ...]:
+    return _value_table(data.get(key), f"'{key}'", where, "a frequency in MHz", MAX_MHZ)
 
 
 def _knob_tables(data: Any, where: str) -> dict[str, tuple[float, ...]]:
@@ -154,21 +157,14 @@ def _knob_tables(data: Any, where: str) -> dict[str, tuple[float, ...]]:
                 f"{where}: knob name {name!r} must be an identifier other than batch_size "
                 "(batch size is every device's extra input)"
             )
-        if name.endswith("_mhz"):
-            out[name] = _freq_table(data, name, f"{where} knobs")
-            continue
-        if not isinstance(raw, (list, tuple)) or not raw:
-            raise SpecError(f"{where}: knobs['{name}'] must be a non-empty list of values")
-        vals = []
-        for i, v in enumerate(raw):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_KNOB:
-                raise SpecError(
-                    f"{where}: knobs['{name}'][{i}] = {v!r} is not a number in (0, {MAX_KNOB:g}]"
-                )
-            vals.append(float(v))
-        if len(set(vals)) != len(vals):
-            raise SpecError(f"{where}: knobs['{name}'] lists a value twice")
-        out[name] = tuple(sorted(vals))
+        mhz = name.endswith("_mhz")
+        out[name] = _value_table(
+            raw,
+            f"knobs['{name}']",
+            where,
+            "a frequency in MHz" if mhz else "a number",
+            MAX_MHZ if mhz else MAX_KNOB,
+        )
     return out
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from ..schema import CONFIG_COLUMNS
+from ..schema import CONFIG_COLUMNS, check_modes
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -64,8 +64,6 @@ class Backend(ABC):
         row of the caller's table), else the schema's checks of ``CONFIG_COLUMNS``."""
         if self.device is not None:
             return self.device.validate(modes, source=source, batch_size=True)
-        from ..schema import check_modes
-
         return check_modes(modes, source=source, batch_size=True)
 
     @abstractmethod

@@ -58,8 +58,6 @@ class NvmlBackend(StepBackend):
     """
 
     observed_columns = ("observed_gpu_mhz", "observed_mem_mhz", "observed_cpu_mhz")
-    #: the configuration columns that must be whole numbers, and their smallest value
-    _INTEGER = {"threads": 1, "num_workers": 0, "batch_size": 1}
 
     def __init__(
         self,
@@ -224,18 +222,9 @@ class NvmlBackend(StepBackend):
             )
         if "power_limit_w" in modes.columns and not self.allow_power_limit:
             raise self._refuse_power_limit(where)
-        cols = list(self.config_columns)
-        out = check_columns(modes, cols, source, positive=[c for c in cols if c != "num_workers"])
-        for col, least in self._INTEGER.items():
-            values = out[col].to_numpy(dtype=float)
-            bad = (values != np.round(values)) | (values < least)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise DataError(
-                    f"{where}row {i + 1}, column '{col}': {values[i]:g} must be a whole "
-                    f"number >= {least}"
-                )
-            out[col] = values.astype(int)
+        cols = list(self.config_columns)  # threads, workers, batch size: whole (schema)
+        positive = [c for c in cols if c != "num_workers"]  # no dataloader workers is fine
+        out = check_columns(modes, cols, source, positive=positive, nonnegative=["num_workers"])
         limit = os.cpu_count() or int(out["threads"].max())
         for i, t in enumerate(out["threads"]):
             if t > limit:

@@ -54,9 +54,11 @@ class GradientBoostingPredictor(BaseEstimator):
     def fit(self, corpus: pd.DataFrame) -> GradientBoostingPredictor:
         """``inputs``/``targets`` are resolved as :class:`Predictor` does."""
         self.inputs_, self.targets_ = resolve_columns(self.inputs, self.targets, corpus)
+        catalog = self.inputs is None
         df = checks.samples_table(
-            corpus, "fit", None, self.inputs_, self.targets_, known_device=self.inputs is None
+            corpus, "fit", None, self.inputs_, self.targets_, catalog_knobs=catalog
         )
+        checks.check_log_inputs(df, self.inputs_, None, "this baseline needs inputs > 0")
         X = np.log(df[list(self.inputs_)].to_numpy(dtype=float))
         self.models_ = {}
         for target in self.targets_:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..devices import check_device
 from ..errors import DataError
-from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, check_samples
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
 
 #: below this many rows a transfer (or a fit) has nothing to validate on
 MIN_SAMPLES = 5
@@ -35,39 +35,65 @@ class ExtrapolationWarning(UserWarning):
     """A configuration lies outside the ranges the model (or its reference) was trained on."""
 
 
+def measured_table(
+    samples: pd.DataFrame,
+    source: str | None,
+    inputs: Sequence[str],
+    targets: Sequence[str],
+    catalog_knobs: bool = True,
+) -> pd.DataFrame:
+    """Checked copy of a measured table's inputs and targets (all finite, targets > 0).
+
+    ``catalog_knobs``: the inputs are a known device's knobs plus ``batch_size``, so they
+    are > 0. False when the caller named the inputs itself: they need only be >= 0 (no
+    dataloader workers is a setting)."""
+    return check_columns(
+        samples,
+        (*inputs, *targets),
+        source,
+        positive=(*inputs, *targets) if catalog_knobs else targets,
+        nonnegative=inputs,
+    )
+
+
 def samples_table(
     samples: pd.DataFrame,
     what: str,
     source: str | None = None,
     inputs: Sequence[str] = CONFIG_COLUMNS,
     targets: Sequence[str] = TARGET_COLUMNS,
-    known_device: bool = True,
-    positive_inputs: bool = True,
+    catalog_knobs: bool = True,
 ) -> pd.DataFrame:
     """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows.
 
-    ``known_device``: a ``device`` column must name a catalog (or spec) device and every
-    row must be one of its modes. False when the caller named the inputs itself: then the
-    column is provenance only (e.g. a GPU an NVML sweep profiled, not in the catalog).
-    ``positive_inputs``: inputs must be > 0 (device knobs are); else >= 0 (a count of
-    dataloader workers may be 0). Targets are always > 0."""
-    where = {"source": source}
-    if positive_inputs:
-        df = check_samples(samples, columns=(*inputs, *targets), **where)
-    else:
-        df = check_columns(samples, (*inputs, *targets), positive=targets, **where)
-        check_columns(df, inputs, positive=(), nonnegative=inputs, **where)
+    With ``catalog_knobs`` a ``device`` column must name a catalog (or spec) device and
+    every row must be one of its modes; without (the caller named the inputs itself) the
+    column is provenance only, e.g. a GPU an NVML sweep profiled, not in the catalog."""
+    df = measured_table(samples, source, inputs, targets, catalog_knobs)
     if len(df) < MIN_SAMPLES:
         where = f"{source}: " if source else ""
         raise DataError(
             f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
             "the paper uses 10-100 (50 by default)"
         )
-    if known_device:
+    if catalog_knobs:
         df = check_device(df, source)
     df = average_duplicates(df, what, inputs, targets)
     check_outliers(df, source, targets)
     return df
+
+
+def check_log_inputs(df: pd.DataFrame, inputs: Sequence[str], source: str | None, fix: str):
+    """A model that log-transforms its inputs needs them > 0: name the row and column,
+    and say ``fix`` (before the estimator fails on ``log(0)`` without naming either)."""
+    for col in inputs:
+        bad = np.flatnonzero(df[col].to_numpy(dtype=float) <= 0)
+        if bad.size:
+            where = f"{source}: " if source else ""
+            raise DataError(
+                f"{where}row {bad[0] + 1}, column '{col}': {df[col].iloc[bad[0]]:g} is not > 0, "
+                f"and the model log-transforms its inputs; {fix}"
+            )
 
 
 def average_duplicates(
@@ -123,7 +149,7 @@ def config_table(
     modes: pd.DataFrame,
     batch_size: int | Iterable[int] | None,
     inputs: Sequence[str] = CONFIG_COLUMNS,
-    positive_inputs: bool = True,
+    catalog_knobs: bool = True,
 ) -> pd.DataFrame:
     """The caller's frame with a ``batch_size`` column: given, assigned, or one copy per size.
 
@@ -154,10 +180,9 @@ def config_table(
             f"modes: missing column(s) {', '.join(missing)}; this model reads "
             f"{', '.join(inputs)}, the modes have {', '.join(map(str, modes.columns))}"
         )
-    if positive_inputs:
-        check_columns(out, inputs, source="modes", positive=inputs)
-    else:
-        check_columns(out, inputs, source="modes", nonnegative=inputs)
+    check_columns(
+        out, inputs, source="modes", positive=inputs if catalog_knobs else (), nonnegative=inputs
+    )
     return out
 
 

@@ -34,6 +34,16 @@ def _check_choice(name: str, value: Any, choices: tuple) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
 
 
+def base_estimator(estimator: PowerTrainMLP | None) -> PowerTrainMLP:
+    """The estimator a Predictor's heads are cloned from: the given one, or the package
+    defaults (``PowerTrainMLP()``) for None."""
+    if estimator is None:
+        return PowerTrainMLP()
+    if not isinstance(estimator, PowerTrainMLP):
+        raise TypeError(f"estimator must be a PowerTrainMLP, got {type(estimator).__name__}")
+    return estimator
+
+
 class PowerTrainMLP(RegressorMixin, BaseEstimator):
     """MLP regressor with PowerTrain's network (paper Table 4) and ``transfer``.
 

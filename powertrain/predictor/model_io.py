@@ -24,7 +24,7 @@ from ..errors import ModelFileError
 from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
 from ..schema import TARGET_COLUMNS as TARGETS
-from .estimator import PowerTrainMLP
+from .estimator import PowerTrainMLP, base_estimator
 
 FORMAT = "powertrain-predictor"
 #: bump on any change an older reader would misread. 2: ``params`` holds the per-head
@@ -262,11 +262,7 @@ def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
         raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
     try:
         model = factory(**_params_from_json(meta))
-        hidden = tuple(
-            PowerTrainMLP().hidden_layer_sizes
-            if model.estimator is None
-            else model.estimator.hidden_layer_sizes
-        )
+        hidden = tuple(base_estimator(model.estimator).hidden_layer_sizes)
         model.heads_ = {}
         for target in meta["targets"]:
             prefix = f"{target}."

@@ -16,15 +16,17 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..devices import get_device, table_device
-from ..errors import DataError, PowerTrainError
+from ..devices import table_device
+from ..errors import DataError
 from ..metrics import mape
-from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_samples
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from . import checks
-from .estimator import PowerTrainMLP
+from .estimator import PowerTrainMLP, base_estimator
 
 #: the two heads by default, in the order they are trained and written
 TARGETS = TARGET_COLUMNS
+#: what to do about inputs that can be 0 (said when a log transform meets one)
+_LOG_FIX = "use PowerTrainMLP(input_transform='none') for inputs that can be 0"
 
 
 class Predictor(BaseEstimator):
@@ -63,9 +65,7 @@ class Predictor(BaseEstimator):
 
     # ------------------------------------------------------------------ training
     def _head(self, index: int) -> PowerTrainMLP:
-        base = PowerTrainMLP() if self.estimator is None else self.estimator
-        if not isinstance(base, PowerTrainMLP):
-            raise TypeError(f"estimator must be a PowerTrainMLP, got {type(base).__name__}")
+        base = base_estimator(self.estimator)
         seed = None if self.random_state is None else int(self.random_state) + index
         return clone(base).set_params(random_state=seed, verbose=self.progress is not False)
 
@@ -76,19 +76,11 @@ class Predictor(BaseEstimator):
         column, when present, is recorded as provenance.
         """
         inputs, targets = resolve_columns(self.inputs, self.targets, corpus, source)
-        named = self.inputs is not None  # then the device column is provenance only
         df = checks.samples_table(
-            corpus,
-            "fit",
-            source,
-            inputs,
-            targets,
-            known_device=not named,
-            positive_inputs=not named,
+            corpus, "fit", source, inputs, targets, catalog_knobs=self.inputs is None
         )
-        base = PowerTrainMLP() if self.estimator is None else self.estimator
-        if getattr(base, "input_transform", None) == "log":
-            _check_log_inputs(df, inputs, source)
+        if base_estimator(self.estimator).input_transform == "log":
+            checks.check_log_inputs(df, inputs, source, _LOG_FIX)
         X = df[list(inputs)].to_numpy(dtype=np.float64)
         t0 = time.perf_counter()
         self.heads_ = {
@@ -136,11 +128,10 @@ class Predictor(BaseEstimator):
             source,
             self.inputs_,
             self.targets_,
-            known_device=self.inputs is None,
-            positive_inputs=self.inputs is None,
+            catalog_knobs=self.inputs is None,
         )
         if self.heads_[self.targets_[0]].input_transform == "log":
-            _check_log_inputs(df, self.inputs_, source)
+            checks.check_log_inputs(df, self.inputs_, source, _LOG_FIX)
         checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
         X = df[list(self.inputs_)].to_numpy(dtype=np.float64)
         seed = self.random_state if random_state is None else random_state
@@ -186,9 +177,12 @@ class Predictor(BaseEstimator):
         by name rather than as a missing column."""
         if not isinstance(samples, pd.DataFrame):
             return  # samples_table says what is wrong
-        if self.inputs is not None and not _in_catalog(samples):
+        try:
+            dev = table_device(samples, source)
+        except DataError:
+            if self.inputs is None:
+                raise
             return  # the caller named the inputs: the device column is provenance only
-        dev = table_device(samples, source)
         if dev is not None and tuple(dev.config_columns) != tuple(self.inputs_):
             where = f"{source}: " if source else ""
             raise DataError(
@@ -215,7 +209,7 @@ class Predictor(BaseEstimator):
         """
         check_is_fitted(self, "heads_")
         frame = checks.config_table(
-            modes, batch_size, self.inputs_, positive_inputs=self.inputs is None
+            modes, batch_size, self.inputs_, catalog_knobs=self.inputs is None
         )
         X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
@@ -232,7 +226,9 @@ class Predictor(BaseEstimator):
     def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:
         """MAPE % of each target on measured ``samples`` (the paper's metric)."""
         check_is_fitted(self, "heads_")
-        df = check_samples(samples, columns=(*self.inputs_, *self.targets_))
+        df = checks.measured_table(
+            samples, None, self.inputs_, self.targets_, catalog_knobs=self.inputs is None
+        )
         pred = self.predict(df[list(self.inputs_)], return_std=False)
         return {t: mape(df[t].to_numpy(), pred[t].to_numpy()) for t in self.targets_}
 
@@ -285,31 +281,6 @@ def resolve_columns(
             "Predictor(inputs=(...knob columns..., 'batch_size'))"
         ) from None
     return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
-
-
-def _check_log_inputs(df: pd.DataFrame, inputs: Sequence[str], source: str | None) -> None:
-    """The log input transform needs inputs > 0: say which column and how to avoid it."""
-    for col in inputs:
-        bad = np.flatnonzero(df[col].to_numpy(dtype=float) <= 0)
-        if bad.size:
-            where = f"{source}: " if source else ""
-            raise DataError(
-                f"{where}row {bad[0] + 1}, column '{col}': {df[col].iloc[bad[0]]:g} is not > 0, "
-                "and the estimator log-transforms its inputs; use "
-                "PowerTrainMLP(input_transform='none') for inputs that can be 0"
-            )
-
-
-def _in_catalog(table: pd.DataFrame) -> bool:
-    """Whether a table's one ``device`` value names a device this package knows."""
-    names = table["device"].dropna().astype(str).unique() if "device" in table else []
-    if len(names) != 1:
-        return False
-    try:
-        get_device(names[0])
-    except PowerTrainError:
-        return False
-    return True
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
