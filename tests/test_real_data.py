@@ -117,7 +117,7 @@ def test_a_corpus_from_a_gpu_outside_the_catalog_needs_named_inputs():
     rows = [(t, w, b) for t in (1, 2, 4) for w in (0, 2) for b in (8, 16, 32)]
     df = pd.DataFrame(rows, columns=["threads", "num_workers", "batch_size"])
     df.insert(0, "device", "nvidia-h100-80gb-hbm3")
-    df["time_ms"] = 5 * df.batch_size / df.threads ** 0.3 * rng.uniform(0.97, 1.03, len(df))
+    df["time_ms"] = 5 * df.batch_size / df.threads**0.3 * rng.uniform(0.97, 1.03, len(df))
     df["power_w"] = 200 + df.batch_size + rng.uniform(-3, 3, len(df))
     df = df.rename(columns={"time_ms": "epoch_s"})
     with pytest.raises(DataError, match=r"unknown device .*name the inputs"):
