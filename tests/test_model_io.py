@@ -18,7 +18,7 @@ import powertrain as pt
 from powertrain.errors import ModelFileError
 from powertrain.hashing import sha256_file
 from powertrain.predictor import PowerTrainMLP, Predictor, pretrained_names
-from powertrain.predictor.model_io import META_FILE, WEIGHTS_FILE
+from powertrain.predictor.model_io import FORMAT_VERSION, META_FILE, WEIGHTS_FILE
 
 torch.set_num_threads(1)
 
@@ -59,7 +59,7 @@ def test_round_trip_is_bit_identical(model, saved, grid):
 def test_files_are_tensors_and_json(saved):
     assert sorted(p.name for p in saved.iterdir()) == [META_FILE, WEIGHTS_FILE]
     meta = json.loads((saved / META_FILE).read_text())
-    assert meta["format_version"] == 2 and meta["weights_sha256"] == sha256_file(
+    assert meta["format_version"] == FORMAT_VERSION and meta["weights_sha256"] == sha256_file(
         saved / WEIGHTS_FILE
     )
     tensors = torch.load(saved / WEIGHTS_FILE, weights_only=True)
@@ -258,3 +258,18 @@ def test_a_version_1_file_still_loads_and_predicts_the_same(model, saved, grid):
     (saved / "model.json").write_text(json.dumps(meta))
     with pytest.raises(ModelFileError, match="version-1 file must have the Jetson inputs"):
         Predictor.load(saved)
+
+
+def test_transfer_settings_are_saved_and_a_version_2_loss_reads_as_auto(model, saved):
+    """The transfer settings live in the estimator (and so in the file); a version-2
+    file's ``loss="mse"`` never governed transfers, so it reads as ``"auto"``."""
+    meta = json.loads((saved / "model.json").read_text())
+    assert "transfer_epochs" in meta["params"]["estimator"]
+    assert meta["heads"]["time_ms"]["transfer_settings"]["epochs"] == 20
+    meta["format_version"] = 2
+    meta["params"]["estimator"]["loss"] = "mse"
+    for k in [k for k in meta["params"]["estimator"] if k.startswith("transfer_")]:
+        del meta["params"]["estimator"][k]
+    (saved / "model.json").write_text(json.dumps(meta))
+    old = Predictor.load(saved)
+    assert old.estimator.loss == "auto" and old.estimator.transfer_cv_folds == 5

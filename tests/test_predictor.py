@@ -121,7 +121,9 @@ def test_transfer_is_reproducible_and_mape_loss_works(ref, target):
     a = ref.transfer(s).predict(target.head(10))
     b = ref.transfer(s).predict(target.head(10))
     pd.testing.assert_frame_equal(a, b)
-    m = ref.transfer(s, loss="mape", epochs=50, layers="head", head_init="fresh")
+    m = ref.transfer(
+        s, loss="mape", transfer_epochs=50, transfer_layers="head", transfer_head_init="fresh"
+    )
     assert m.info_["transfer"]["loss"] == "mape"
     # measured 9.6 % / 4.3 % (the untransferred reference: 55 % / 16 %); headroom ~1.5x
     err, before = m.score_by_target(target), ref.score_by_target(target)
@@ -206,7 +208,9 @@ def test_gradient_boosting_baseline(target):
         (dict(epochs=0), "epochs"),
         (dict(epochs=True), "epochs"),
         (dict(learning_rate=0.0), "learning_rate"),
-        (dict(layers=""), "layers"),
+        (dict(transfer_layers=""), "transfer_layers"),
+        (dict(hidden_layer_sizes=(8,)), "hidden_layer_sizes"),
+        (dict(no_such_setting=1), "no_such_setting"),
     ],
 )
 def test_transfer_refuses_zero_and_bool_settings(ref, target, kw, match):
@@ -278,3 +282,50 @@ def test_grid_search_tunes_the_estimator_through_the_predictor(grid):
     )
     assert search.best_params_ == {"estimator__epochs": 40}
     assert search.best_estimator_.heads_["time_ms"].epochs == 40
+
+
+def test_the_transfer_loss_follows_the_estimator(ref, target):
+    """``loss`` is the estimator's: set on the Predictor, a transfer uses it; ``auto``
+    means MAPE only when the samples come from another device."""
+    s = target.sample(20, random_state=2)
+    assert ref.transfer(s).info_["transfer"]["loss"] == "mse"  # same device: auto -> mse
+    mape_ref = clone_fitted(ref, estimator__loss="mape")
+    m = mape_ref.transfer(s)
+    assert m.info_["transfer"]["loss"] == "mape" and m.estimator.loss == "mape"
+    assert all(h.transfer_settings_["loss"] == "mape" for h in m.heads_.values())
+    other = s.assign(device="orin-nano")
+    other = other[other.gpu_mhz.isin(pt.get_device("orin-nano").spec.gpu_mhz)]
+    other = other[other.cpu_mhz.isin(pt.get_device("orin-nano").spec.cpu_mhz)]
+    other = other[other.cores <= pt.get_device("orin-nano").spec.cores]
+    if len(other) >= 5:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = clone_fitted(ref, estimator__loss="auto").transfer(other)
+        assert auto.info_["transfer"] == {**auto.info_["transfer"], "loss": "mape"}
+        assert auto.info_["transfer"]["cross_device"] is True
+
+
+def test_grid_search_tunes_a_transfer(ref, target, tmp_path):
+    """Transfer settings are estimator parameters: GridSearchCV over
+    ``Predictor(reference=...)`` fits each candidate by transferring on its folds."""
+    from sklearn.model_selection import GridSearchCV
+
+    ref.save(tmp_path / "ref")
+    est = PowerTrainMLP(hidden_layer_sizes=(64, 32, 16), epochs=15, batch_size=64)
+    search = GridSearchCV(
+        Predictor(est, reference=str(tmp_path / "ref"), progress=False),
+        {"estimator__transfer_epochs": [1, 60]},
+        cv=3,
+    ).fit(target.sample(45, random_state=0))
+    assert search.best_params_ == {"estimator__transfer_epochs": 60}
+    best = search.best_estimator_
+    assert best.info_["kind"] == "transferred" and best.info_["transfer"]["epochs"] == 60
+
+
+def clone_fitted(model, **params):
+    """A fitted Predictor with other parameters, the original left as it was."""
+    import copy
+
+    new = copy.copy(model)
+    new.estimator = copy.deepcopy(model.estimator)
+    return new.set_params(**params)

@@ -60,7 +60,7 @@ def test_grid_search_and_pipeline():
 def test_transfer_and_std_on_arrays():
     X, y = _data()
     ref = PowerTrainMLP(epochs=30, target_transform="log").fit(X, y)
-    new = ref.transfer(X[:20], 1.5 * y[:20], epochs=100)
+    new = ref.set_params(transfer_epochs=100).transfer(X[:20], 1.5 * y[:20])
     assert new is not ref
     mean, std = new.predict(X, return_std=True)
     assert mean.shape == std.shape == (len(X),) and (std > 0).all()
@@ -70,9 +70,10 @@ def test_transfer_and_std_on_arrays():
 def test_residual_blend_is_optional_and_recovers_a_scaled_target():
     X, y = _data()
     ref = PowerTrainMLP(epochs=30, target_transform="log").fit(X, y)
-    plain = ref.transfer(X[:20], 1.5 * y[:20], epochs=5, residual_blend=False)
+    ref.set_params(transfer_epochs=5)
+    plain = clone_fitted(ref, transfer_blend=False).transfer(X[:20], 1.5 * y[:20])
     assert plain.correction_ is None
-    new = ref.transfer(X[:20], 1.5 * y[:20], epochs=5)
+    new = ref.transfer(X[:20], 1.5 * y[:20])
     corr = new.correction_
     assert 0.0 <= corr["weight"] <= 1.0 and corr["coef"].shape == (X.shape[1] + 2,)
     # a constant factor is exactly what the frozen net + ridge intercept represents
@@ -117,7 +118,7 @@ def test_transfer_is_its_three_steps_and_leaves_the_reference_alone():
     X, y = _data()
     ref = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=20).fit(X, y)
     before = {k: v.clone() for k, v in ref.net_.state_dict().items()}
-    new = ref.transfer(X[:30], 2 * y[:30], epochs=10, random_state=3)
+    new = clone_fitted(ref, transfer_epochs=10, random_state=3).transfer(X[:30], 2 * y[:30])
     assert all(torch.equal(before[k], v) for k, v in ref.net_.state_dict().items())
     assert ref.correction_ is None and new.correction_ is not None
     settings = dict(
@@ -125,15 +126,14 @@ def test_transfer_is_its_three_steps_and_leaves_the_reference_alone():
         head_init="reference",
         body_lr_scale=1.0,
         dropout=0.0,
-        params=dict(
-            epochs=10,
-            learning_rate=1e-3,
-            batch_size=30,
-            loss="mse",
-            random_state=3,
-            validation_fraction=0.0,
-        ),
+        epochs=10,
+        learning_rate=1e-3,
+        batch_size=30,
+        loss="mse",
+        random_state=3,
+        validation_fraction=0.0,
     )
+    assert new.transfer_settings_ == {k: v for k, v in settings.items() if k != "random_state"}
     t = np.log(2 * y[:30])
     folds = list(KFold(5, shuffle=True, random_state=4).split(X[:30]))
     e_nn, e_rx = ref._kfold_errors(X[:30], 2 * y[:30], t, folds, settings, True)
@@ -147,7 +147,16 @@ def test_transfer_is_its_three_steps_and_leaves_the_reference_alone():
 def test_transfer_accepts_a_random_state_object_and_refuses_bad_folds():
     X, y = _data(60)
     ref = PowerTrainMLP(hidden_layer_sizes=(8,), epochs=5).fit(X, y)
-    new = ref.transfer(X[:20], y[:20], epochs=3, random_state=np.random.RandomState(0))
+    new = clone_fitted(ref, transfer_epochs=3, random_state=np.random.RandomState(0)).transfer(
+        X[:20], y[:20]
+    )
     assert isinstance(new.random_state, int)  # the seed drawn is recorded, so it repeats
     with pytest.raises(ValueError, match="cv_folds"):
-        ref.transfer(X[:20], y[:20], cv_folds=-1)
+        clone_fitted(ref, transfer_cv_folds=-1).transfer(X[:20], y[:20])
+
+
+def clone_fitted(est, **params):
+    """A fitted estimator with other parameters, the original left as it was."""
+    import copy
+
+    return copy.copy(est).set_params(**params)

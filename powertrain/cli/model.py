@@ -90,8 +90,12 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     samples = read_csv(args.samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        settings = {"loss": args.loss, "transfer_epochs": args.epochs}
         model = ref.transfer(
-            samples, loss=args.loss, epochs=args.epochs, random_state=args.seed, source=args.samples
+            samples,
+            random_state=args.seed,
+            source=args.samples,
+            **{k: v for k, v in settings.items() if v is not None},
         )
     _show_warnings(caught)
     model.save(args.out)
@@ -168,9 +172,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", required=True, help="model directory to write")
     p.add_argument(
         "--loss",
-        choices=["mse", "mape"],
-        default="mse",
-        help="mape helps when the device changes (paper §4.3.4)",
+        choices=["auto", "mse", "mape"],
+        default=None,
+        help="the model's (auto: mape when the samples' device differs, paper §4.3.4)",
     )
     p.add_argument(
         "--epochs", type=positive_int, default=None, help="transfer epochs (the model's: 100)"

@@ -24,14 +24,52 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import mlp, uncertainty
 
 _TRANSFORMS = ("none", "log")
-_LOSSES = ("mse", "mape")
+_LOSSES = ("auto", "mse", "mape")
 _LAYERS = ("all", "head")
 _HEAD_INIT = ("reference", "fresh")
+#: the estimator parameters a transfer reads (besides the network it keeps)
+TRANSFER_PARAMS = (
+    "loss",
+    "epochs",
+    "learning_rate",
+    "transfer_layers",
+    "transfer_head_init",
+    "transfer_epochs",
+    "transfer_learning_rate",
+    "transfer_batch_size",
+    "transfer_body_lr_scale",
+    "transfer_validation_fraction",
+    "transfer_dropout",
+    "transfer_cv_folds",
+    "transfer_blend",
+)
 
 
 def _check_choice(name: str, value: Any, choices: tuple) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def _check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+    if not 0 <= value < 1:
+        raise ValueError(f"{name} must be in [0, 1); got {value!r}")
+
+
+def _check_rate(name: str, value: Any) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not (np.isfinite(value) and value > 0)
+    ):
+        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+
+
+def _check_count(name: str, value: Any, minimum: int = 1) -> None:
+    # bool is an int subclass: batch_size=True must not silently mean 1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
 
 
 def base_estimator(estimator: PowerTrainMLP | None) -> PowerTrainMLP:
@@ -58,14 +96,18 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
     epochs: passes over the training rows (paper: 100).
     batch_size: minibatch rows; the whole set when it has fewer rows.
     validation_fraction: share of rows held out to pick the best epoch (paper: 90:10).
-    loss: ``"mse"`` on standardised targets (paper) or ``"mape"`` on original units
-        (what the paper needed for cross-device transfer).
+    loss: ``"mse"`` on standardised targets (paper), ``"mape"`` on original units
+        (what the paper needed for cross-device transfer), or ``"auto"``: MSE, except
+        for a transfer to samples of another device (MAPE).
     input_transform / target_transform: ``"log"`` (default) fits relative structure
         (time ~ 1/f) and cut the reference's time MAPE on the twin corpora
         (benchmarks/results/accuracy*); ``"none"`` is the paper's plain standardisation
         (and what inputs that can be zero or negative need).
     random_state: seed for initialisation, dropout, shuffling and the validation split.
     verbose: show a progress bar while training.
+    transfer_*: how :meth:`transfer` retrains this estimator on a few samples (layers,
+        head_init, epochs, learning_rate, batch_size, body_lr_scale, validation_fraction,
+        dropout, cv_folds, blend); :meth:`transfer` documents each.
     """
 
     def __init__(
@@ -76,11 +118,21 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         epochs: int = 100,
         batch_size: int = 32,
         validation_fraction: float = 0.1,
-        loss: str = "mse",
+        loss: str = "auto",
         input_transform: str = "log",
         target_transform: str = "log",
         random_state: int | None = 0,
         verbose: bool = False,
+        transfer_layers: str = "all",
+        transfer_head_init: str = "reference",
+        transfer_epochs: int | None = None,
+        transfer_learning_rate: float | None = None,
+        transfer_batch_size: int | None = None,
+        transfer_body_lr_scale: float = 1.0,
+        transfer_validation_fraction: float = 0.0,
+        transfer_dropout: float = 0.0,
+        transfer_cv_folds: int = 5,
+        transfer_blend: bool = True,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.dropout = dropout
@@ -93,30 +145,34 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.target_transform = target_transform
         self.random_state = random_state
         self.verbose = verbose
+        self.transfer_layers = transfer_layers
+        self.transfer_head_init = transfer_head_init
+        self.transfer_epochs = transfer_epochs
+        self.transfer_learning_rate = transfer_learning_rate
+        self.transfer_batch_size = transfer_batch_size
+        self.transfer_body_lr_scale = transfer_body_lr_scale
+        self.transfer_validation_fraction = transfer_validation_fraction
+        self.transfer_dropout = transfer_dropout
+        self.transfer_cv_folds = transfer_cv_folds
+        self.transfer_blend = transfer_blend
 
     # ------------------------------------------------------------------ transforms
     def _check_params(self) -> None:
         _check_choice("loss", self.loss, _LOSSES)
         _check_choice("input_transform", self.input_transform, _TRANSFORMS)
         _check_choice("target_transform", self.target_transform, _TRANSFORMS)
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1); got {self.dropout!r}")
-        if not 0 <= self.validation_fraction < 1:
-            raise ValueError(
-                f"validation_fraction must be in [0, 1); got {self.validation_fraction!r}"
-            )
-        lr = self.learning_rate
-        if (
-            isinstance(lr, bool)
-            or not isinstance(lr, (int, float, np.number))
-            or not (np.isfinite(lr) and lr > 0)
-        ):
-            raise ValueError(f"learning_rate must be a finite number > 0; got {lr!r}")
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            # bool is an int subclass: batch_size=True must not silently mean 1
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        _check_choice("transfer_layers", self.transfer_layers, _LAYERS)
+        _check_choice("transfer_head_init", self.transfer_head_init, _HEAD_INIT)
+        for name in ("dropout", "validation_fraction", "transfer_dropout"):
+            _check_fraction(name, getattr(self, name))
+        _check_fraction("transfer_validation_fraction", self.transfer_validation_fraction)
+        _check_rate("learning_rate", self.learning_rate)
+        _check_rate("transfer_body_lr_scale", self.transfer_body_lr_scale)
+        _check_count("epochs", self.epochs)
+        _check_count("batch_size", self.batch_size)
+        _check_count("transfer_cv_folds", self.transfer_cv_folds, minimum=0)
+        if not isinstance(self.transfer_blend, (bool, np.bool_)):
+            raise ValueError(f"transfer_blend must be True or False; got {self.transfer_blend!r}")
 
     def _tx(self, X: np.ndarray) -> np.ndarray:
         if self.input_transform == "log":
@@ -151,8 +207,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
 
         return mape
 
-    def _split(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        n_val = int(np.floor(n * self.validation_fraction))
+    @staticmethod
+    def _split(n: int, rng: np.random.Generator, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+        n_val = int(np.floor(n * fraction))
         if n - n_val < 1:
             n_val = 0
         perm = rng.permutation(n)
@@ -181,7 +238,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self._train(
             X,
             y,
-            self.loss,
+            "mape" if self.loss == "mape" else "mse",
             int(self.epochs),
             float(self.learning_rate),
             int(self.batch_size),
@@ -191,25 +248,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         )
         return self
 
-    def transfer(
-        self,
-        X,
-        y,
-        *,
-        layers: str = "all",
-        head_init: str = "reference",
-        epochs: int | None = None,
-        learning_rate: float | None = None,
-        batch_size: int | None = None,
-        loss: str | None = None,
-        random_state: int | np.random.RandomState | None = None,
-        body_lr_scale: float = 1.0,
-        validation_fraction: float = 0.0,
-        dropout: float = 0.0,
-        cv_folds: int = 5,
-        residual_blend: bool = True,
-    ) -> PowerTrainMLP:
+    def transfer(self, X, y, *, cross_device: bool = False) -> PowerTrainMLP:
         """A new estimator for the workload (or device) ``X, y`` were measured on.
+
+        Every setting is one of this estimator's ``transfer_*`` parameters (plus ``loss``),
+        so ``set_params`` and GridSearchCV reach them and model files record them.
+        ``cross_device``: the samples come from another device than this estimator's
+        training data, which ``loss="auto"`` answers with MAPE (what the paper needed
+        across devices) instead of MSE.
 
         Three steps, each its own method: :meth:`_kfold_errors` (how well this transfer
         and the ridge correction predict rows they did not see), :meth:`_fine_tune` (this
@@ -219,67 +265,74 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         modified.
 
         Fine-tuning keeps the reference's input scaling (the hidden features are defined
-        on it) and standardises the new targets on their own. ``layers="head"`` trains
-        the output layer only; ``"all"`` fine-tunes everything. ``head_init="fresh"``
-        re-initialises the output layer as the paper describes; ``"reference"`` starts
-        from the reference's (the new targets are standardised, so it is a close first
-        guess). ``epochs``, ``learning_rate``, ``loss`` and ``random_state`` default to
-        this estimator's; ``batch_size`` to all rows (full batch). ``dropout`` is the rate
-        while retraining only (the layout is unchanged).
+        on it) and standardises the new targets on their own. ``transfer_layers="head"``
+        trains the output layer only; ``"all"`` fine-tunes everything.
+        ``transfer_head_init="fresh"`` re-initialises the output layer as the paper
+        describes; ``"reference"`` starts from the reference's (the new targets are
+        standardised, so it is a close first guess). ``transfer_epochs`` and
+        ``transfer_learning_rate`` default (None) to ``epochs`` and ``learning_rate``;
+        ``transfer_batch_size`` to all rows (full batch). ``transfer_dropout`` is the
+        rate while retraining only (the layout is unchanged).
 
         Defaults are what the twin-corpus benchmark measured best (benchmarks/accuracy):
         no hold-out (choosing the epoch on 5 of 50 rows lost more than it gained), no
-        dropout, and the blend (``residual_blend``; needs ``cv_folds`` >= 2): the
+        dropout, and the blend (``transfer_blend``; needs ``transfer_cv_folds`` >= 2): the
         fine-tuned net can re-shape the response but varies from draw to draw at 10-50
         samples; the correction cannot re-shape it but barely varies; their errors are
-        far from perfectly correlated, so the average beats both. ``cv_folds`` also sets
-        the uncertainty's noise term (a fine-tuned net's training residuals are near
-        zero); 0 skips the k-fold step and the blend.
+        far from perfectly correlated, so the average beats both. ``transfer_cv_folds``
+        also sets the uncertainty's noise term (a fine-tuned net's training residuals
+        are near zero); 0 skips the k-fold step and the blend.
         """
         check_is_fitted(self)
-        _check_choice("layers", layers, _LAYERS)
-        _check_choice("head_init", head_init, _HEAD_INIT)
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}")
-        if (
-            isinstance(cv_folds, bool)
-            or not isinstance(cv_folds, (int, np.integer))
-            or (cv_folds < 0)
-        ):
-            raise ValueError(f"cv_folds must be an integer >= 0; got {cv_folds!r}")
+        self._check_params()
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False)
-        settings = dict(
-            layers=layers,
-            head_init=head_init,
-            body_lr_scale=float(body_lr_scale),
-            dropout=float(dropout),
-            params={
-                "epochs": self.epochs if epochs is None else epochs,
-                "learning_rate": self.learning_rate if learning_rate is None else learning_rate,
-                "batch_size": len(X) if batch_size is None else batch_size,
-                "loss": self.loss if loss is None else loss,
-                "random_state": self.random_state if random_state is None else random_state,
-                "validation_fraction": validation_fraction,
-            },
-        )
-        seed = _torch_seed(settings["params"]["random_state"])
-        settings["params"]["random_state"] = seed  # one seed for the folds and the fit
+        settings = self._transfer_settings(len(X), cross_device)
+        seed = settings["random_state"]
         t = self._ty(y)
-        n_folds = min(int(cv_folds), len(X) // 2)
+        n_folds = min(int(self.transfer_cv_folds), len(X) // 2)
         folds = (
             list(KFold(n_folds, shuffle=True, random_state=seed + 1).split(X))
             if n_folds >= 2
             else []
         )
-        e_nn, e_rx = self._kfold_errors(X, y, t, folds, settings, residual_blend)
+        blend = bool(self.transfer_blend)
+        e_nn, e_rx = self._kfold_errors(X, y, t, folds, settings, blend)
         correction, cv_mse = None, float(np.mean(e_nn**2)) if folds else 0.0
-        if residual_blend and folds:
+        if blend and folds:
             weight = _inverse_error_weight(e_nn, e_rx)
             correction = self._ridge_correction(X, t, weight)
             cv_mse = float(np.mean((weight * e_nn + (1 - weight) * e_rx) ** 2))
         new = self._fine_tune(X, y, settings, cv_mse)
         new.correction_ = correction
         return new
+
+    def _transfer_settings(self, n_rows: int, cross_device: bool) -> dict:
+        """The transfer parameters with their defaults resolved (what a transfer used)."""
+        loss = self.loss
+        if loss == "auto":
+            loss = "mape" if cross_device else "mse"
+        epochs = self.epochs if self.transfer_epochs is None else self.transfer_epochs
+        lr = (
+            self.learning_rate
+            if self.transfer_learning_rate is None
+            else self.transfer_learning_rate
+        )
+        bs = n_rows if self.transfer_batch_size is None else self.transfer_batch_size
+        _check_count("transfer_epochs", epochs)
+        _check_count("transfer_batch_size", bs)
+        _check_rate("transfer_learning_rate", lr)
+        return dict(
+            layers=self.transfer_layers,
+            head_init=self.transfer_head_init,
+            body_lr_scale=float(self.transfer_body_lr_scale),
+            dropout=float(self.transfer_dropout),
+            loss=loss,
+            epochs=int(epochs),
+            learning_rate=float(lr),
+            batch_size=int(bs),
+            validation_fraction=float(self.transfer_validation_fraction),
+            random_state=_torch_seed(self.random_state),  # one seed: folds and the fit
+        )
 
     def _fine_tune(self, X, y, settings: dict, cv_mse: float = 0.0) -> PowerTrainMLP:
         """This estimator's network, output layer replaced or kept, retrained on ``X, y``.
@@ -289,15 +342,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         """
         new = copy.copy(self)  # shallow: params and learned arrays, replaced below
         # a transfer (and its k-fold refits) takes well under a second: no progress bars
-        new.set_params(verbose=False, **settings["params"])
-        new._check_params()
+        new.set_params(verbose=False, random_state=settings["random_state"])
         yt = new._ty(y)
         new.y_mean_ = float(yt.mean())
         new.y_scale_ = float(yt.std()) or 1.0
         new.net_ = copy.deepcopy(self.net_)
         new.correction_ = None
+        new.transfer_settings_ = {k: v for k, v in settings.items() if k != "random_state"}
         _set_dropout(new.net_, settings["dropout"])
-        gen = torch.Generator().manual_seed(_torch_seed(new.random_state))
+        gen = torch.Generator().manual_seed(settings["random_state"])
         if settings["head_init"] == "fresh":
             head = new.net_.head
             bound = 1.0 / np.sqrt(head.in_features)
@@ -310,7 +363,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         elif settings["body_lr_scale"] != 1.0:  # gentler on the kept layers than on the new one
             body = {
                 "params": list(new.net_.body.parameters()),
-                "lr": float(new.learning_rate) * settings["body_lr_scale"],
+                "lr": settings["learning_rate"] * settings["body_lr_scale"],
             }
             params = [body, {"params": head}]
         else:
@@ -321,14 +374,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         new._train(
             X,
             y,
-            new.loss,
-            int(new.epochs),
-            float(new.learning_rate),
-            int(new.batch_size),
+            settings["loss"],
+            settings["epochs"],
+            settings["learning_rate"],
+            settings["batch_size"],
             gen,
             params=params,
             desc="transfer",
             noise_floor=noise_floor,
+            validation_fraction=settings["validation_fraction"],
         )
         _set_dropout(new.net_, float(new.dropout))
         return new
@@ -377,10 +431,22 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         )
 
     def _train(
-        self, X, y, loss, epochs, lr, batch_size, gen, params, desc, noise_floor: float = 0.0
+        self,
+        X,
+        y,
+        loss,
+        epochs,
+        lr,
+        batch_size,
+        gen,
+        params,
+        desc,
+        noise_floor: float = 0.0,
+        validation_fraction: float | None = None,
     ) -> None:
         rng = np.random.default_rng(_torch_seed(self.random_state))
-        tr, va = self._split(len(X), rng)
+        frac = self.validation_fraction if validation_fraction is None else validation_fraction
+        tr, va = self._split(len(X), rng, frac)
         xs, z = self._scale_x(X), self._z(y)
         info = mlp.train(
             self.net_,
@@ -484,6 +550,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         }
         if corr is not None:
             meta["correction"] = {k: corr[k] for k in ("ref_y_mean", "ref_y_scale", "weight")}
+        if getattr(self, "transfer_settings_", None) is not None:
+            meta["transfer_settings"] = dict(self.transfer_settings_)
         return tensors, meta
 
     @classmethod
@@ -519,6 +587,11 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             if corr["coef"].shape != (n_in + 2,):
                 raise ValueError("correction coefficients do not match the inputs")
             est.correction_ = corr
+        ts = meta.get("transfer_settings")
+        if ts is not None:
+            if not isinstance(ts, dict):
+                raise ValueError("transfer_settings must be a JSON object")
+            est.transfer_settings_ = dict(ts)
         vm = meta.get("validation_mape")
         est.validation_mape_ = None if vm is None else float(vm)
         if (

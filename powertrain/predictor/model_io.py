@@ -29,9 +29,11 @@ from .estimator import PowerTrainMLP, base_estimator
 FORMAT = "powertrain-predictor"
 #: bump on any change an older reader would misread. 2: ``params`` holds the per-head
 #: ``estimator`` parameters, ``inputs`` and ``targets`` (1 had the flat Predictor
-#: parameters of the time when it re-declared the estimator's; still read)
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: parameters of the time when it re-declared the estimator's; still read). 3: the
+#: estimator holds the transfer settings (``transfer_*``) and ``loss`` governs transfers
+#: too (``"auto"``); in 1 and 2 a transfer ignored ``loss``, so it reads as ``"auto"``
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 META_FILE = "model.json"
 WEIGHTS_FILE = "weights.pt"
 #: shipped reference models live in this package (reference_models/ in the repository)
@@ -195,6 +197,8 @@ def _params_from_json(meta: dict) -> dict:
         if not isinstance(est, dict):
             raise ValueError("params.estimator must be a JSON object or null")
         est = dict(est)
+        if meta["format_version"] < 3 and est.get("loss", "mse") == "mse":
+            est["loss"] = "auto"  # MSE for fits, as before; transfers never read it
         if "hidden_layer_sizes" in est:
             est["hidden_layer_sizes"] = tuple(int(h) for h in est["hidden_layer_sizes"])
         raw["estimator"] = PowerTrainMLP(**est)

@@ -7,6 +7,7 @@ so it can warn about extrapolation and say where it came from when saved.
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -21,12 +22,14 @@ from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from . import checks
-from .estimator import PowerTrainMLP, base_estimator
+from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator
 
 #: the two heads by default, in the order they are trained and written
 TARGETS = TARGET_COLUMNS
 #: what to do about inputs that can be 0 (said when a log transform meets one)
 _LOG_FIX = "use PowerTrainMLP(input_transform='none') for inputs that can be 0"
+#: estimator parameters that fix the network a transfer keeps
+_LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform")
 
 
 class Predictor(BaseEstimator):
@@ -46,6 +49,10 @@ class Predictor(BaseEstimator):
     targets: the measured columns predicted; None: ``time_ms, power_w``.
     random_state: seed of both heads (the power head gets ``random_state + 1``).
     progress: tqdm bars (None: reference training only).
+    reference: a shipped model name (``"orin-agx/resnet18"``) or a model directory;
+        then :meth:`fit` is a transfer from it with this ``estimator``'s settings, so
+        ``GridSearchCV(Predictor(reference=...), {"estimator__transfer_epochs": ...})``
+        tunes a transfer on the samples.
     """
 
     def __init__(
@@ -56,12 +63,14 @@ class Predictor(BaseEstimator):
         targets: Sequence[str] | None = None,
         random_state: int | None = 0,
         progress: bool | None = None,
+        reference: str | Path | None = None,
     ):
         self.estimator = estimator
         self.inputs = inputs
         self.targets = targets
         self.random_state = random_state
         self.progress = progress
+        self.reference = reference
 
     # ------------------------------------------------------------------ training
     def _head(self, index: int) -> PowerTrainMLP:
@@ -73,8 +82,11 @@ class Predictor(BaseEstimator):
         """Train both heads from scratch on a profiled corpus (a reference, or a baseline).
 
         ``corpus`` needs the input columns plus the targets; a ``device``/``workload``
-        column, when present, is recorded as provenance.
+        column, when present, is recorded as provenance. With ``reference`` set this is a
+        transfer from that model instead (with this estimator's transfer settings).
         """
+        if self.reference is not None:
+            return self._fit_by_transfer(corpus, source)
         inputs, targets = resolve_columns(self.inputs, self.targets, corpus, source)
         df = checks.samples_table(
             corpus, "fit", source, inputs, targets, catalog_knobs=self.inputs is None
@@ -100,25 +112,24 @@ class Predictor(BaseEstimator):
         self,
         samples: pd.DataFrame,
         *,
-        loss: str = "mse",
-        epochs: int | None = None,
-        learning_rate: float | None = None,
-        layers: str = "all",
-        head_init: str = "reference",
-        body_lr_scale: float = 1.0,
         random_state: int | None = None,
         source: str | None = None,
+        **params,
     ) -> Predictor:
         """A new predictor for the workload (or device) the ``samples`` were profiled on.
 
         Keeps this predictor's hidden layers, replaces the output layers and retrains on
         the samples (paper §3.2), full-batch, then averages each head with this
         predictor's frozen network plus a ridge correction, weighted by their k-fold
-        errors (:meth:`PowerTrainMLP.transfer`, which documents every setting).
-        ``loss="mape"`` is what the paper needed when the device changes. The samples
-        must have this predictor's inputs: a device with other knobs is an error. This
-        predictor is left untouched. Warns (:class:`ExtrapolationWarning`) if the
-        samples leave the reference's ranges.
+        errors (:meth:`PowerTrainMLP.transfer`). Every setting is a parameter of the
+        ``estimator`` (``loss`` and the ``transfer_*`` ones), so
+        ``set_params(estimator__transfer_epochs=50)`` or GridSearchCV over
+        ``Predictor(reference=...)`` reach it; ``params`` sets some for this call only
+        (``ref.transfer(s, loss="mape")``) and the new predictor records them. With the
+        default ``loss="auto"`` a transfer to samples of another device uses MAPE. The
+        samples must have this predictor's inputs: a device with other knobs is an
+        error. This predictor is left untouched. Warns (:class:`ExtrapolationWarning`)
+        if the samples leave the reference's ranges.
         """
         check_is_fitted(self, "heads_")
         self._check_same_knobs(samples, source)
@@ -135,20 +146,20 @@ class Predictor(BaseEstimator):
         checks.warn_extrapolation(df, self.feature_ranges_, "transfer samples")
         X = df[list(self.inputs_)].to_numpy(dtype=np.float64)
         seed = self.random_state if random_state is None else random_state
-        settings = {"loss": loss, "layers": layers, "head_init": head_init}
-        settings.update(epochs=epochs, learning_rate=learning_rate, body_lr_scale=body_lr_scale)
+        config = self._transfer_config(params)
+        cross_device = _other_device(self.info_, df)
         t0 = time.perf_counter()
-        new = clone(self)
+        new = clone(self).set_params(estimator=config if params else self.estimator)
         try:
-            new.heads_ = {
-                t: self.heads_[t].transfer(
-                    X,
-                    df[t].to_numpy(dtype=np.float64),
+            new.heads_ = {}
+            for i, t in enumerate(self.targets_):
+                head = copy.copy(self.heads_[t]).set_params(
+                    **{k: v for k, v in config.get_params().items() if k in TRANSFER_PARAMS},
                     random_state=None if seed is None else int(seed) + i,
-                    **settings,
                 )
-                for i, t in enumerate(self.targets_)
-            }
+                new.heads_[t] = head.transfer(
+                    X, df[t].to_numpy(dtype=np.float64), cross_device=cross_device
+                )
         except ValueError as e:  # a setting the estimator refused (epochs=0, layers="")
             raise DataError(f"transfer: {e}") from None
         new.inputs_, new.targets_ = self.inputs_, self.targets_
@@ -157,20 +168,58 @@ class Predictor(BaseEstimator):
         )
         new.n_samples_ = len(df)
         first = next(iter(new.heads_.values()))
+        used = first.transfer_settings_
         new.info_ = {
             "kind": "transferred",
             "trained_on": _describe(samples, len(df)),
             "reference": self.info_,
             "transfer": {
-                "loss": loss,
-                "layers": layers,
-                "head_init": head_init,
-                "epochs": int(first.epochs),
+                "loss": used["loss"],
+                "cross_device": cross_device,
+                "layers": used["layers"],
+                "head_init": used["head_init"],
+                "epochs": used["epochs"],
                 "residual_blend": first.correction_ is not None,
             },
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }
         return new
+
+    def _fit_by_transfer(self, samples: pd.DataFrame, source: str | None) -> Predictor:
+        ref_path = Path(self.reference)
+        ref = (
+            Predictor.load(ref_path)
+            if ref_path.is_dir()
+            else Predictor.from_pretrained(str(ref_path))
+        )
+        if self.estimator is not None:
+            head = next(iter(ref.heads_.values()))
+            layout = {k: head.get_params()[k] for k in _LAYOUT_PARAMS}
+            ref.estimator = clone(self.estimator).set_params(**layout)
+        new = ref.transfer(samples, random_state=self.random_state, source=source)
+        for name in ("heads_", "inputs_", "targets_", "feature_ranges_", "n_samples_", "info_"):
+            setattr(self, name, getattr(new, name))
+        return self
+
+    def _transfer_config(self, params: dict) -> PowerTrainMLP:
+        """This predictor's estimator with ``params`` set: what a transfer reads its
+        settings from. The network is the reference's, so its layout cannot change."""
+        base = base_estimator(self.estimator)
+        if not params:
+            base._check_params()
+            return base
+        try:
+            config = clone(base).set_params(**params)
+            config._check_params()
+        except ValueError as e:
+            raise DataError(f"transfer: {e}") from None
+        fixed = [k for k in params if k in _LAYOUT_PARAMS and params[k] != base.get_params()[k]]
+        if fixed:
+            raise DataError(
+                f"transfer: {', '.join(fixed)} describe the reference's network, which a "
+                "transfer keeps; train a new reference to change them"
+            )
+        return config
 
     def _check_same_knobs(self, samples: pd.DataFrame, source: str | None) -> None:
         """A transfer between devices with different knobs has nothing to keep: refuse it
@@ -281,6 +330,17 @@ def resolve_columns(
             "Predictor(inputs=(...knob columns..., 'batch_size'))"
         ) from None
     return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
+
+
+def _other_device(info: dict, samples: pd.DataFrame) -> bool:
+    """The samples name a device the model was not trained on (what ``loss="auto"``
+    answers with MAPE); False when either side does not say."""
+    if "device" not in samples.columns:
+        return False
+    trained = info.get("trained_on", {}).get("device")
+    if not trained:
+        return False
+    return bool(set(map(str, samples["device"].dropna().unique())) - set(trained))
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
