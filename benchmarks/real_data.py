@@ -1,23 +1,29 @@
-"""Does transfer learning work on real machines? The Zeus NSDI '23 traces (V100, A40).
+"""Does transfer learning work on real machines? Any folder of real corpora (default: the
+Zeus NSDI '23 traces, V100 and A40, in datasets/real/).
 
-Everything here is measured data (datasets/real/, tools/import_zeus.py); nothing comes
-from the twin. Knobs are a datacenter GPU's: power limit x batch size (the catalog's
-``v100``/``a40`` specs declare them). The predictor is the package's ``Predictor`` with
-its defaults (log inputs and targets; transfer: fine-tune all layers + k-fold-weighted
-ridge blend); its targets here are epoch time and average power.
+Everything here is measured data (datasets/real/, tools/import_zeus.py, or ``--data
+DIR``: any folder of corpora ``powertrain.real_data.load_real_corpus`` reads); nothing
+comes from the twin. Devices, workloads, knobs and targets are read from the data: each
+table's ``device`` column names its device (whose spec declares the knobs; the Zeus
+GPUs: power limit x batch size) and ``workload`` column its workload; the time target is
+the table's time column (``epoch_s`` per epoch or ``time_ms`` per minibatch) and power
+``power_w``. The predictor is the package's ``Predictor`` with its defaults (log inputs
+and targets; transfer: fine-tune all layers + k-fold-weighted ridge blend).
 
-1. Across workloads: per GPU, a reference trained on the workload with the largest grid
-   (rule fixed up front, before any result: the most configurations), transferred to
-   every other workload with k = 5, 10, 20 measured configurations; MAPE on the
-   configurations not sampled; beside NN from scratch on the same k, gradient boosting
-   on the same k, and the reference unchanged ("no transfer").
-2. Across GPUs: the V100 model of a workload transferred to the A40, same k.
-3. Decisions: with the real r (median epochs to target), the (batch size, power limit)
-   minimising time to accuracy under each cap, from a k = 10 transfer, against the
-   exhaustive optimum of the trace and Zeus's default (largest power limit, the
-   workload's default batch size); and the one minimising energy to accuracy.
+1. Across workloads: per device, a reference trained on the workload with the largest
+   grid (rule fixed up front, before any result: the most configurations; ties by name),
+   transferred to every other workload with k = 5, 10, 20 measured configurations; MAPE
+   on the configurations not sampled; beside NN from scratch on the same k, gradient
+   boosting on the same k, and the reference unchanged ("no transfer").
+2. Across devices: for every workload measured on two devices with the same knobs, each
+   device's model of it transferred to the other, same k.
+3. Decisions (where the folder has a training trace ``r_{workload}.csv`` and time is per
+   epoch): with the real r (median epochs to target), the configuration minimising time
+   to accuracy under each cap, from a k = 10 transfer, against the exhaustive optimum of
+   the trace and the default (every knob at its largest value, the workload's default
+   batch size from the provenance); and the one minimising energy to accuracy.
 
-    python benchmarks/real_data.py [--draws 10] [--quick] [--json PATH]
+    python benchmarks/real_data.py [--data DIR] [--draws 10] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -32,13 +38,15 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import GradientBoostingRegressor
 
+from powertrain.devices import get_device
+from powertrain.errors import DataError
 from powertrain.predictor import Predictor
 from powertrain.real_data import (
-    KNOBS,
-    TARGETS,
+    corpus_targets,
     load_real_corpus,
     load_real_r,
     real_corpus_names,
+    real_folder,
     real_provenance,
 )
 
@@ -47,14 +55,42 @@ KS = (5, 10, 20)
 MARGINS = (0.0, 1.0)
 
 
-def _x(df: pd.DataFrame) -> np.ndarray:
-    return df[list(KNOBS)].to_numpy(float)
+class Corpus:
+    """One device x workload of a folder: its table, its inputs and targets, its file."""
+
+    def __init__(self, df: pd.DataFrame, name: str):
+        self.df = df.reset_index(drop=True)
+        self.name = name
+        self.device = str(df.device.iloc[0])
+        self.workload = str(df.workload.iloc[0]) if "workload" in df else name
+        self.inputs = get_device(self.device).config_columns
+        self.targets = corpus_targets(df, name)
+
+    def __len__(self) -> int:
+        return len(self.df)
 
 
-def fit_heads(df: pd.DataFrame, seed: int) -> Predictor:
-    """The package's Predictor on a GPU corpus: its inputs are the device's knobs
-    (``power_limit_w``) plus ``batch_size``, read from the ``device`` column."""
-    return Predictor(targets=TARGETS, random_state=seed, progress=False).fit(df)
+def discover(folder) -> dict[str, dict[str, Corpus]]:
+    """device -> workload -> corpus for every table in ``folder`` (a file holding several
+    workloads is split by its ``workload`` column)."""
+    out: dict[str, dict[str, Corpus]] = {}
+    for n in real_corpus_names(folder):
+        df = load_real_corpus(n, folder)
+        groups = df.groupby("workload", sort=True) if "workload" in df else [(n, df)]
+        for wl, part in groups:
+            c = Corpus(part, n)
+            out.setdefault(c.device, {})[str(wl)] = c
+    return out
+
+
+def _x(df: pd.DataFrame, inputs) -> np.ndarray:
+    return df[list(inputs)].to_numpy(float)
+
+
+def fit_heads(df: pd.DataFrame, seed: int, targets=("epoch_s", "power_w")) -> Predictor:
+    """The package's Predictor on a GPU corpus: its inputs are the device's knobs (the
+    Zeus GPUs: ``power_limit_w``) plus ``batch_size``, read from the ``device`` column."""
+    return Predictor(targets=targets, random_state=seed, progress=False).fit(df)
 
 
 def transfer_heads(ref: Predictor, df: pd.DataFrame, seed: int) -> Predictor:
@@ -62,27 +98,33 @@ def transfer_heads(ref: Predictor, df: pd.DataFrame, seed: int) -> Predictor:
     return ref.transfer(df, random_state=seed)
 
 
-def gb_heads(df: pd.DataFrame, seed: int) -> dict:
+def gb_heads(df: pd.DataFrame, seed: int, inputs, targets) -> dict:
     out = {}
-    for t in TARGETS:
+    for t in targets:
         m = GradientBoostingRegressor(n_estimators=200, max_depth=2, random_state=seed)
-        out[t] = m.fit(np.log(_x(df)), np.log(df[t].to_numpy(float)))
+        out[t] = m.fit(np.log(_x(df, inputs)), np.log(df[t].to_numpy(float)))
     return out
 
 
-def predict(model: Predictor | dict, df: pd.DataFrame) -> dict[str, np.ndarray]:
+def predict(model: Predictor | dict, df: pd.DataFrame, inputs, targets) -> dict[str, np.ndarray]:
     if isinstance(model, Predictor):
-        p = model.predict(df[list(KNOBS)], return_std=False)
-        return {t: p[t].to_numpy() for t in TARGETS}
-    return {t: np.exp(h.predict(np.log(_x(df)))) for t, h in model.items()}
+        p = model.predict(df[list(inputs)], return_std=False)
+        return {t: p[t].to_numpy() for t in targets}
+    return {t: np.exp(h.predict(np.log(_x(df, inputs)))) for t, h in model.items()}
 
 
 def mape(y, p) -> float:
     return float(np.mean(np.abs(np.asarray(p) / np.asarray(y) - 1)) * 100)
 
 
-def accuracy_rows(ref: Predictor, target: pd.DataFrame, case: str, draws: int) -> list[dict]:
+#: from-scratch results depend only on (target corpus, k, draw): computed once, reused by
+#: every reference transferred to that target
+_SCRATCH: dict[tuple, dict] = {}
+
+
+def accuracy_rows(ref: Predictor, corpus: Corpus, case: str, draws: int) -> list[dict]:
     rows = []
+    target, (t_col, p_col) = corpus.df, corpus.targets
     for k in KS:
         if k >= len(target) - 5:
             continue
@@ -91,32 +133,54 @@ def accuracy_rows(ref: Predictor, target: pd.DataFrame, case: str, draws: int) -
             idx = rng.choice(len(target), k, replace=False)
             train = target.iloc[idx]
             test = target.drop(target.index[idx])
-            methods = {
-                "PT": transfer_heads(ref, train, d),
-                "NN": fit_heads(train, d),
-                "GB": gb_heads(train, d),
-                "no transfer": ref,
+            key = (corpus.device, corpus.workload, k, d)
+            if key not in _SCRATCH:
+                nn = fit_heads(train, d, corpus.targets)
+                gb = gb_heads(train, d, corpus.inputs, corpus.targets)
+                _SCRATCH[key] = {
+                    m: predict(h, test, corpus.inputs, corpus.targets)
+                    for m, h in (("NN", nn), ("GB", gb))
+                }
+            preds = {
+                "PT": predict(transfer_heads(ref, train, d), test, corpus.inputs, corpus.targets),
+                **_SCRATCH[key],
+                "no transfer": predict(ref, test, corpus.inputs, corpus.targets),
             }
-            for name, heads in methods.items():
-                p = predict(heads, test)
+            for name, p in preds.items():
                 rows.append(
                     dict(
                         case=case,
                         k=k,
                         draw=d,
                         method=name,
-                        time_mape=mape(test.epoch_s, p["epoch_s"]),
-                        power_mape=mape(test.power_w, p["power_w"]),
+                        time_mape=mape(test[t_col], p[t_col]),
+                        power_mape=mape(test[p_col], p[p_col]),
                     )
                 )
     return rows
 
 
-def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
-    """Pick (batch size, power limit) by time (and energy) to accuracy under each cap."""
-    corpus = load_real_corpus(f"{gpu}_{wl}")
-    r = load_real_r(wl).set_index("batch_size").epochs
-    df = corpus[corpus.batch_size.isin(r.index)].reset_index(drop=True)
+def _label(df: pd.DataFrame, i: int, knobs) -> str:
+    """``b32@250W`` for a power limit; other knobs by name (``b1@gpu_mhz=1410``)."""
+    parts = [
+        f"{df[c][i]:g}W" if c == "power_limit_w" else f"{c}={df[c][i]:g}"
+        for c in knobs
+        if c != "batch_size"
+    ]
+    return f"b{df.batch_size[i]}@" + ",".join(parts)
+
+
+def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
+    """Pick (batch size, knobs) by time (and energy) to accuracy under each cap; needs a
+    training trace for the workload and time per epoch (else no rows)."""
+    gpu, wl, inputs = corpus.device, corpus.workload, corpus.inputs
+    if corpus.targets[0] != "epoch_s":
+        return []
+    try:
+        r = load_real_r(wl, folder).set_index("batch_size").epochs
+    except DataError:
+        return []
+    df = corpus.df[corpus.df.batch_size.isin(r.index)].reset_index(drop=True)
     if df.batch_size.nunique() < 2:
         return []
     epochs = df.batch_size.map(r).to_numpy(float)
@@ -124,16 +188,17 @@ def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
         df.epoch_s.to_numpy() * epochs,
         df.epoch_s.to_numpy() * epochs * df.power_w.to_numpy(),
     )
-    default_b = real_provenance(f"{gpu}_{wl}").get("default_batch_size")
-    top_pl = df.power_limit_w.max()
-    dflt = df.index[(df.power_limit_w == top_pl) & (df.batch_size == default_b)]
+    default_b = real_provenance(corpus.name, folder).get("default_batch_size")
+    knobs = [c for c in inputs if c != "batch_size"]
+    top = np.logical_and.reduce([df[c] == df[c].max() for c in knobs])
+    dflt = df.index[top & (df.batch_size == default_b)]
     caps = np.arange(np.ceil(df.power_w.min() / 10) * 10 + 10, df.power_w.max() + 10, 20.0)
     rows = []
     for d in range(draws):
         rng = np.random.default_rng(100 + d)
         idx = rng.choice(len(df), min(10, len(df) - 1), replace=False)
         model = transfer_heads(ref, df.iloc[idx], d)
-        p = model.predict(df[list(KNOBS)], return_std=True)
+        p = model.predict(df[list(inputs)], return_std=True)
         p_tta, p_eta = p.epoch_s.to_numpy() * epochs, (p.epoch_s * p.power_w).to_numpy() * epochs
         for cap, k in itertools.product(caps, MARGINS):
             ok_true = df.power_w.to_numpy() <= cap
@@ -150,8 +215,8 @@ def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
                 penalty_pct=100 * (tta[pick] / tta[best] - 1),
                 excess_w=float(df.power_w[pick] - cap),
                 no_pick=False,
-                pick=f"b{df.batch_size[pick]}@{df.power_limit_w[pick]:g}W",
-                optimum=f"b{df.batch_size[best]}@{df.power_limit_w[best]:g}W",
+                pick=_label(df, pick, inputs),
+                optimum=_label(df, best, inputs),
             )
             if len(dflt):
                 j = dflt[0]
@@ -169,8 +234,8 @@ def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
                 cap_w=None,
                 objective="energy",
                 penalty_pct=100 * (eta[e_pick] / eta[e_best] - 1),
-                pick=f"b{df.batch_size[e_pick]}@{df.power_limit_w[e_pick]:g}W",
-                optimum=f"b{df.batch_size[e_best]}@{df.power_limit_w[e_best]:g}W",
+                pick=_label(df, e_pick, inputs),
+                optimum=_label(df, e_best, inputs),
                 default_over_optimum=float(eta[dflt[0]] / eta[e_best]) if len(dflt) else None,
             )
         )
@@ -179,39 +244,49 @@ def decisions(gpu: str, wl: str, ref: Predictor, draws: int) -> list[dict]:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--data", help="a folder of real corpora (default: the package's datasets/real)"
+    )
     ap.add_argument("--draws", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="2 draws, A40 only, two targets")
+    ap.add_argument("--quick", action="store_true", help="2 draws, one device, two targets")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     t0 = time.time()
     draws = 2 if args.quick else args.draws
-    names = real_corpus_names()
-    gpus = ("a40",) if args.quick else ("a40", "v100")
+    folder = args.data or real_folder()
+    found = discover(folder)
+    if not found:
+        raise SystemExit(f"no real corpora in {folder}")
+    devices = sorted(found)[:1] if args.quick else sorted(found)
+    print(f"corpora in {folder}: " + "; ".join(f"{d}: {len(found[d])} workloads" for d in devices))
     acc, dec = [], []
     refs = {}
-    for gpu in gpus:
-        corpora = {n.split("_", 1)[1]: load_real_corpus(n) for n in names if n.startswith(gpu)}
-        source = max(corpora, key=lambda w: len(corpora[w]))  # the largest grid (fixed rule)
-        refs[gpu] = (source, fit_heads(corpora[source], 0))
-        targets = [w for w in corpora if w != source][: 2 if args.quick else None]
+    for gpu in devices:
+        corpora = found[gpu]
+        # the largest grid (fixed rule; ties by name)
+        source = max(sorted(corpora), key=lambda w: len(corpora[w]))
+        refs[gpu] = (source, fit_heads(corpora[source].df, 0, corpora[source].targets))
+        targets = [w for w in sorted(corpora) if w != source][: 2 if args.quick else None]
         for wl in targets:
-            acc += accuracy_rows(refs[gpu][1], corpora[wl], f"{gpu}: {source} -> {wl}", draws)
-            dec += decisions(gpu, wl, refs[gpu][1], draws)
+            case = f"{gpu}: {source} -> {wl}"
+            acc += accuracy_rows(refs[gpu][1], corpora[wl], case, draws)
+            dec += decisions(corpora[wl], refs[gpu][1], draws, folder)
     if not args.quick:
-        for n in names:
-            if not n.startswith("v100_"):
-                continue
-            wl = n.split("_", 1)[1]
-            if f"a40_{wl}" in names:
-                v = fit_heads(load_real_corpus(n), 0)
-                acc += accuracy_rows(v, load_real_corpus(f"a40_{wl}"), f"v100 -> a40: {wl}", draws)
+        for src, dst in itertools.permutations(devices, 2):
+            a, b = found[src], found[dst]
+            for wl in sorted(set(a) & set(b)):
+                if a[wl].inputs != b[wl].inputs or a[wl].targets != b[wl].targets:
+                    continue  # other knobs or another time unit: nothing to transfer
+                ref = fit_heads(a[wl].df, 0, a[wl].targets)
+                acc += accuracy_rows(ref, b[wl], f"{src} -> {dst}: {wl}", draws)
     a = pd.DataFrame(acc)
     summary = (
         a.groupby(["case", "k", "method"])[["time_mape", "power_mape"]].median().unstack("method")
     )
-    print("Real data (Zeus NSDI '23): median MAPE % over draws on the unsampled configurations")
-    print("time (epoch_s):")
+    print(f"Real data ({folder}): median MAPE % over {draws} draws on the unsampled configurations")
+    units = sorted({c.targets[0] for d in devices for c in found[d].values()})
+    print(f"time ({', '.join(units)}):")
     print(summary["time_mape"].round(1).to_string())
     print("\npower (average W):")
     print(summary["power_mape"].round(1).to_string())
@@ -271,7 +346,13 @@ def main(argv=None) -> dict:
             .to_string()
         )
     print(f"\nwall time {time.time() - t0:.0f} s")
-    out = {"accuracy": acc, "decisions": dec, "sources": {g: s for g, (s, _) in refs.items()}}
+    out = {
+        "data": str(folder),
+        "draws": draws,
+        "accuracy": acc,
+        "decisions": dec,
+        "sources": {g: s for g, (s, _) in refs.items()},
+    }
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=float)

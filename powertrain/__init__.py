@@ -22,7 +22,7 @@ from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
 from .refine import refine_modes, with_observed
 from .selection import select, time_to_accuracy
-from .specs import DeviceSpec, WorkloadSpec, device_names, workload_names
+from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
 from .twin import Twin
 from .workloads import get_workload
 
@@ -60,6 +60,7 @@ __all__ = [
     "profile",
     "r_vector",
     "refine_modes",
+    "register_device",
     "report",
     "select",
     "time_to_accuracy",

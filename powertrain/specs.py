@@ -285,6 +285,63 @@ def workload_names() -> list[str]:
 SpecLike = Union[str, Path, dict, DeviceSpec, WorkloadSpec]
 
 
+#: devices a user declared by spec (dict or file) this session: id -> spec. Samples carry
+#: the id in their ``device`` column, so a registered id resolves like a catalog one.
+_REGISTRY: dict[str, DeviceSpec] = {}
+
+
+def _check_device_id(spec: DeviceSpec) -> None:
+    n = spec.name
+    if "/" in n or "\\" in n or n.endswith(".json") or n != n.strip():
+        raise SpecError(
+            f"device name {n!r} must be an id (as samples carry it in their 'device' column), "
+            "not a file path; set the spec's 'name' to e.g. 'orin-nx-16gb'"
+        )
+
+
+def register_device(spec: str | Path | dict | DeviceSpec) -> DeviceSpec:
+    """Make a user's device spec (dict, JSON file or spec) known by its ``name``.
+
+    Why: samples and models name their device by id; once registered, that id resolves
+    everywhere a catalog id does (``fit``, ``transfer``, ``predict``, ``select``, the CLI,
+    reports). Registering again under the same id replaces the spec. A catalog id can
+    only be registered with the catalog's own spec.
+    """
+    if isinstance(spec, DeviceSpec):
+        s = spec
+    elif isinstance(spec, dict):
+        s = device_spec_from_dict(spec)
+    elif isinstance(spec, (str, Path)) and (str(spec).endswith(".json") or Path(spec).is_file()):
+        path = Path(spec)
+        if not path.is_file():
+            raise SpecError(f"device spec file {path} does not exist")
+        s = device_spec_from_dict(_load_json(path), where=str(path))
+    else:
+        raise SpecError(
+            f"cannot register {spec!r} as a device; pass a spec dict, a JSON file or a DeviceSpec"
+        )
+    _check_device_id(s)
+    if s.name in _catalog_names("devices"):
+        if s != load_device_spec(s.name):
+            raise SpecError(
+                f"device name {s.name!r} is a catalog device and this spec differs from it; "
+                "give your spec its own 'name'"
+            )
+        return s
+    _REGISTRY[s.name] = s
+    return s
+
+
+def registered_devices() -> dict[str, DeviceSpec]:
+    """The user devices registered this session (id -> spec)."""
+    return dict(_REGISTRY)
+
+
+def unregister_device(name: str) -> None:
+    """Forget a registered device (catalog devices are never registered)."""
+    _REGISTRY.pop(name, None)
+
+
 def _resolve(spec: Any, kind: str, builder, cls):
     if isinstance(spec, cls):
         return spec
@@ -299,9 +356,16 @@ def _resolve(spec: Any, kind: str, builder, cls):
             return builder(_load_json(path), where=str(path))
         known = _catalog_names(kind + "s")
         if s not in known:
-            raise SpecError(
-                f"unknown {kind} {s!r}; known: {', '.join(known)} (or pass a spec file/dict)"
+            if kind == "device" and s in _REGISTRY:
+                return _REGISTRY[s]
+            extra = sorted(_REGISTRY) if kind == "device" else []
+            hint = (
+                " (or pass a spec file/dict; a device spec file used once in this session, or "
+                "given with --device-spec, registers its name)"
+                if kind == "device"
+                else " (or pass a spec file/dict)"
             )
+            raise SpecError(f"unknown {kind} {s!r}; known: {', '.join(known + extra)}{hint}")
         path = resources.files(_CATALOG) / f"{kind}s" / f"{s}.json"
         return builder(json.loads(path.read_text()), where=f"catalog {kind} {s}")
     raise SpecError(
@@ -310,8 +374,17 @@ def _resolve(spec: Any, kind: str, builder, cls):
 
 
 def load_device_spec(spec: SpecLike) -> DeviceSpec:
-    """Resolve a catalog name, JSON file, dict or DeviceSpec to a DeviceSpec."""
-    return _resolve(spec, "device", device_spec_from_dict, DeviceSpec)
+    """Resolve a catalog id, registered id, JSON file, dict or DeviceSpec to a DeviceSpec.
+
+    A spec given as a dict, file or object that is not a catalog device is registered
+    under its name, so the samples profiled with it resolve by that id afterwards.
+    """
+    out = _resolve(spec, "device", device_spec_from_dict, DeviceSpec)
+    if not isinstance(spec, str) or spec.endswith(".json") or Path(spec).is_file():
+        _check_device_id(out)
+        if out.name not in _catalog_names("devices"):
+            _REGISTRY[out.name] = out
+    return out
 
 
 def load_workload_spec(spec: SpecLike) -> WorkloadSpec:

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from powertrain.errors import DataError
@@ -134,3 +135,81 @@ def test_a_corpus_from_a_gpu_outside_the_catalog_needs_named_inputs():
     assert len(new.predict(df[list(knobs)])) == len(df)
     with pytest.raises(DataError, match=r"column 'threads': -1 must be >= 0"):
         model.transfer(df.head(10).assign(threads=[-1] + [1] * 9))
+
+
+def test_a_name_never_leaves_its_folder_and_a_path_reads_any_file(tmp_path):
+    for bad in ("../x", "real/x", "/etc/passwd", ""):
+        with pytest.raises(DataError, match="must be"):
+            load_real_corpus(bad)
+    with pytest.raises(DataError, match="must be a file stem inside"):
+        load_real_r("../../x")
+    src = ROOT / "datasets" / "real" / "a40_bert-squad.csv"
+    mine = tmp_path / "mine.csv"
+    mine.write_bytes(src.read_bytes())  # no sidecar: still a corpus
+    df = load_real_corpus(mine)
+    assert len(df) == len(load_real_corpus("a40_bert-squad"))
+    assert load_real_corpus(str(mine)).equals(df) and real_corpus_names(tmp_path) == ["mine"]
+    assert load_real_corpus("mine", folder=tmp_path).equals(df)
+
+
+def test_a_users_corpus_declares_its_device_in_its_sidecar(tmp_path):
+    """A GPU outside the catalog: the provenance sidecar's device_spec gives the id its
+    knobs, so fit and transfer read them with no named inputs; a tampered file is refused."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from powertrain.specs import unregister_device
+
+    clocks = [900.0, 1100.0, 1300.0, 1500.0, 1700.0]
+    rows = [(f, b) for f in clocks for b in (8, 16, 32)]
+    df = pd.DataFrame(rows, columns=["sm_mhz", "batch_size"])
+    df.insert(0, "workload", "mine")
+    df.insert(0, "device", "my-gpu")
+    df["time_ms"] = 4e3 * df.batch_size / df.sm_mhz
+    df["power_w"] = 60 + 0.1 * df.sm_mhz
+    path = tmp_path / "my-gpu_mine.csv"
+    df.to_csv(path, index=False)
+    spec = {"name": "my-gpu", "knobs": {"sm_mhz": clocks}}
+    side = tmp_path / "my-gpu_mine.provenance.json"
+    side.write_text(json.dumps({"device_spec": spec}))
+    unregister_device("my-gpu")
+    got = load_real_corpus("my-gpu_mine", folder=tmp_path)
+    from powertrain.predictor import PowerTrainMLP, Predictor
+
+    est = PowerTrainMLP(hidden_layer_sizes=(16, 8), epochs=5)
+    model = Predictor(est, progress=False).fit(got)  # default targets: time_ms, power_w
+    assert model.inputs_ == ("sm_mhz", "batch_size") and model.targets_ == ("time_ms", "power_w")
+    assert np.isfinite(model.transfer(got.head(6)).predict(got).time_ms).all()
+    from powertrain.hashing import sha256_file
+
+    side.write_text(json.dumps({"device_spec": spec, "csv_sha256": sha256_file(path)}))
+    path.write_text(path.read_text().replace("1700", "1500", 1))
+    with pytest.raises(DataError, match="contents differ from its provenance"):
+        load_real_corpus(path)
+    unregister_device("my-gpu")
+
+
+def test_the_perseus_clock_sweeps_load_with_their_declared_device():
+    folder = ROOT / "datasets" / "real" / "perseus"
+    assert real_corpus_names(folder) == ["a40-locked-clock_bloom", "a40-locked-clock_gpt3-175b"]
+    for n in real_corpus_names(folder):
+        df = load_real_corpus(n, folder)
+        assert len(df) == 960 and df.workload.nunique() == 16
+        assert df.groupby("workload").gpu_mhz.nunique().eq(60).all()
+        assert np.allclose(df.power_w * df.time_ms / 1e3, df.energy_j, rtol=1e-8)
+        assert df.power_w.between(100, 310).all()
+
+
+PERSEUS = ROOT.parent / "shared" / "data" / "perseus_sosp24"
+
+
+@pytest.mark.skipif(not PERSEUS.is_dir(), reason=f"the Perseus profiles are not at {PERSEUS}")
+def test_perseus_importer_reproduces_the_shipped_files(tmp_path):
+    tool = [sys.executable, str(ROOT / "tools" / "import_perseus.py")]
+    res = subprocess.run([*tool, "--source", str(PERSEUS), "--out", str(tmp_path)])
+    assert res.returncode == 0
+    shipped = ROOT / "datasets" / "real" / "perseus"
+    for f in shipped.iterdir():
+        assert f.read_bytes() == (tmp_path / f.name).read_bytes(), f.name

@@ -11,9 +11,16 @@ import importlib
 import sys
 
 from ..errors import PowerTrainError
+from ..specs import register_device
 
 #: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order
 COMMAND_MODULES = ("data", "model", "select", "batch_r", "profile", "demo", "report", "workloads")
+
+
+DEVICE_SPEC_HELP = (
+    "a device spec JSON file (repeatable): its device id then resolves wherever a catalog id "
+    "does (samples' device column, --device, models)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"powertrain {__version__}")
+    parser.add_argument(
+        "--device-spec",
+        action="append",
+        default=[],
+        metavar="FILE",
+        dest="device_specs_global",
+        help=DEVICE_SPEC_HELP,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -34,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command group not written yet
             raise
         module.register(sub)
+    for command in sub.choices.values():  # also accepted after the sub-command
+        command.add_argument(
+            "--device-spec", action="append", default=[], metavar="FILE", help=DEVICE_SPEC_HELP
+        )
     return parser
 
 
@@ -44,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        for spec in [*args.device_specs_global, *getattr(args, "device_spec", [])]:
+            register_device(spec)
         return int(args.func(args) or 0)
     except PowerTrainError as e:
         print(f"powertrain {args.command}: error: {e}", file=sys.stderr)

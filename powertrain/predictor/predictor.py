@@ -21,6 +21,7 @@ from ..devices import table_device
 from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
+from ..specs import register_device, registered_devices
 from . import checks
 from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator
 
@@ -298,7 +299,9 @@ class Predictor(BaseEstimator):
         """Read a model directory written by :meth:`save`; refuses anything suspicious."""
         from .model_io import load_predictor
 
-        return load_predictor(path, cls)
+        model = load_predictor(path, cls)
+        _register_recorded_devices(model.info_)
+        return model
 
     @classmethod
     def from_pretrained(cls, name: str) -> Predictor:
@@ -326,7 +329,7 @@ def resolve_columns(
         dev = table_device(table, source)
     except DataError as e:
         raise DataError(
-            f"{e}; to train on a device outside the catalog, name the inputs: "
+            f"{e}; or, for a device outside the catalog without a spec, name the inputs: "
             "Predictor(inputs=(...knob columns..., 'batch_size'))"
         ) from None
     return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
@@ -344,10 +347,23 @@ def _other_device(info: dict, samples: pd.DataFrame) -> bool:
 
 
 def _describe(df: pd.DataFrame, n: int) -> dict:
-    """Provenance recorded with a model: row count and the ids present in the table."""
+    """Provenance recorded with a model: row count and the ids present in the table, and
+    the spec of every device that is not in the catalog (so a loaded model knows it)."""
     d: dict = {"rows": int(n)}
     for col in ("device", "workload", "batch_size"):
         if col in df.columns:
             vals = sorted({str(v) if col != "batch_size" else int(v) for v in df[col].dropna()})
             d[col] = vals if len(vals) <= 8 else vals[:8] + ["..."]
+    user = registered_devices()
+    specs = {i: user[i].to_dict() for i in d.get("device", []) if i in user}
+    if specs:
+        d["device_specs"] = specs
     return d
+
+
+def _register_recorded_devices(info: dict) -> None:
+    """Register the user device specs a model file recorded (its own and its reference's)."""
+    while isinstance(info, dict):
+        for spec in (info.get("trained_on") or {}).get("device_specs", {}).values():
+            register_device(spec)
+        info = info.get("reference")

@@ -81,6 +81,17 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: keys older specs had and what took their place (a spec with them is refused with this)
+RETIRED_KEYS: dict[str, dict[str, str]] = {
+    "deviation": dict.fromkeys(
+        ("rough_time", "rough_power"),
+        "the twin's per-mode deviation no longer has one unstructured 'rough' size; it is "
+        "now 'idio_time_balanced', 'idio_time_starved', 'idio_power_balanced' and "
+        "'idio_power_starved' (with the cores x CPU and GPU x EMC interactions "
+        "'cpu_pair_*', 'gpu_pair_*'), whose defaults apply when they are absent",
+    )
+}
+
 #: workload ``params`` keys and defaults; ``None`` marks a required key
 WORKLOAD_KEYS: dict[str, Any] = {
     "gflop_per_sample": None,  # training FLOPs per sample (about 3x the forward pass)
@@ -153,6 +164,12 @@ def device_params(spec: DeviceSpec) -> DeviceParams:
         if not isinstance(sub, dict):
             raise SpecError(f"{where}: '{section}' must be a mapping")
         unknown = set(sub) - set(keys)
+        retired = sorted(unknown & set(RETIRED_KEYS.get(section, ())))
+        if retired:
+            raise SpecError(
+                f"{where}: remove {', '.join(repr(k) for k in retired)} from '{section}': "
+                f"{RETIRED_KEYS[section][retired[0]]}"
+            )
         if unknown:
             raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} in '{section}'")
         for key, default in keys.items():
