@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._version import __version__
 from .batch_efficiency import load_r, r_vector
+from .decide import Decision, decide
 from .devices import Device, get_device
 from .errors import (
     DataError,
@@ -18,6 +19,7 @@ from .errors import (
     SpecError,
 )
 from .fleet_report import report
+from .follow import CapController, CapSchedule, follow
 from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile
 from .refine import refine_modes, with_observed
@@ -38,7 +40,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "CapController",
+    "CapSchedule",
     "DataError",
+    "Decision",
     "Device",
     "DeviceSpec",
     "ModeError",
@@ -51,8 +56,10 @@ __all__ = [
     "Twin",
     "WorkloadSpec",
     "__version__",
+    "decide",
     "device_names",
     "fastest_under",
+    "follow",
     "get_device",
     "get_workload",
     "pareto_front",

@@ -16,6 +16,7 @@ from ..twin import Twin
 from .base import Backend
 from .jetson import JetsonBackend
 from .nvml import NvmlBackend
+from .replay import ReplayBackend
 from .step import StepBackend
 from .twin import TwinBackend
 
@@ -71,6 +72,7 @@ __all__ = [
     "Backend",
     "JetsonBackend",
     "NvmlBackend",
+    "ReplayBackend",
     "StepBackend",
     "TwinBackend",
     "as_backend",

@@ -1,0 +1,574 @@
+"""Decide with the board in the loop: profile where the decision is, and confirm the pick
+by measuring it.
+
+Why: a random sample of 50 modes spends most of its board time far from the one or few
+configurations a user will run, and a model's pick is a prediction -- a few percent
+slow, or over the cap. Given the cap(s), a small stratified start and a transfer say
+which configurations could still be the fastest under each cap; measuring those, and
+re-transferring, moves board time to where the decision is. The answer is the fastest
+configuration *measured* under the cap, so what is returned has been seen on the board.
+
+The chance that a configuration is the fastest feasible one comes from the model's
+spread: each unmeasured configuration's time (log-normal) and power (normal) are drawn
+from its prediction and 1-sigma spread, measured ones are taken as measured, and the
+share of draws in which it is the fastest under the cap is its probability. Draws are
+independent per configuration, which overstates the chance that *some* unmeasured one
+wins (neighbouring predictions err together), so the loop errs on measuring more.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError, NoFeasibleModeError
+from .optimise import _number
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .backends import Backend
+    from .predictor import Predictor
+
+#: what a decision minimises among the configurations under a cap
+OBJECTIVES = ("time", "energy")
+#: the stopping reasons a Decision may carry
+STOP_REASONS = {
+    "confident": "every cap's measured pick is the fastest feasible with the asked confidence",
+    "stable": "the picks did not change over the last rounds of measuring their challengers",
+    "budget": "the budget of measured configurations is spent",
+    "exhausted": "no configuration left that could beat the picks",
+}
+#: the fewest measured configurations a transfer accepts (Predictor.transfer)
+MIN_TRANSFER = 5
+_Z = 3.0  # sigmas beyond which a configuration is not considered a contender
+
+
+@dataclass
+class CapPick:
+    """The configuration chosen under one cap and what stands behind it."""
+
+    power_cap_w: float
+    #: the configuration's columns (knobs, batch size); None: no pick
+    config: dict | None
+    #: True: measured on the board (its time and power are the measurements)
+    measured: bool
+    time: float | None
+    power_w: float | None
+    #: the value minimised (time, time or energy to accuracy)
+    cost: float | None
+    #: measured pick: chance that no unmeasured configuration is faster under the cap;
+    #: unmeasured pick: chance its power is within the cap
+    confidence: float
+    reason: str
+
+
+@dataclass
+class Decision:
+    """What :func:`decide` returns: one pick per cap, every measurement, the board time."""
+
+    picks: list[CapPick]
+    #: every configuration measured, in order, with ``round`` and ``why``
+    measurements: pd.DataFrame
+    #: board seconds spent on the measurements of this call
+    board_s: float
+    stop_reason: str
+    rounds: int
+    time_column: str
+    #: the last transferred model and its estimates (measured rows at measured values)
+    model: Any = field(repr=False, default=None)
+    estimates: pd.DataFrame | None = field(repr=False, default=None)
+
+    @property
+    def n_measured(self) -> int:
+        """Configurations measured by this call (given samples excluded)."""
+        return int((self.measurements["round"] >= 0).sum()) if len(self.measurements) else 0
+
+    def pick(self, power_cap_w: float | None = None) -> CapPick:
+        """The pick under ``power_cap_w`` (the only cap when there is one)."""
+        if power_cap_w is None:
+            if len(self.picks) != 1:
+                raise DataError(
+                    f"this decision has {len(self.picks)} caps; name one: "
+                    f"{', '.join(f'{p.power_cap_w:g}' for p in self.picks)}"
+                )
+            return self.picks[0]
+        for p in self.picks:
+            if math.isclose(p.power_cap_w, float(power_cap_w)):
+                return p
+        raise DataError(f"no decision for a {power_cap_w:g} W cap in this result")
+
+    def table(self) -> pd.DataFrame:
+        """One row per cap: the pick's configuration, time, power, measured, confidence."""
+        rows = []
+        for p in self.picks:
+            rows.append(
+                {
+                    "power_cap_w": p.power_cap_w,
+                    **(p.config or {}),
+                    self.time_column: p.time,
+                    "power_w": p.power_w,
+                    "cost": p.cost,
+                    "measured": p.measured,
+                    "confidence": p.confidence,
+                    "reason": p.reason,
+                }
+            )
+        return pd.DataFrame(rows)
+
+
+# -------------------------------------------------------------------- the inputs --
+def check_caps(power_cap_w: float | Sequence[float]) -> np.ndarray:
+    """One cap or several, as a sorted array of distinct positive watts."""
+    if isinstance(power_cap_w, (int, float, np.integer, np.floating)) and not isinstance(
+        power_cap_w, bool
+    ):
+        values = [power_cap_w]
+    else:
+        try:
+            values = list(power_cap_w)  # type: ignore[arg-type]
+        except TypeError:
+            raise DataError(
+                f"power_cap_w must be watts or a list of watts, got {power_cap_w!r}"
+            ) from None
+    if not values:
+        raise DataError("power_cap_w: give at least one cap in watts")
+    caps = [_number("power_cap_w", v, positive=True) for v in values]
+    return np.unique(np.asarray(caps, dtype=float))
+
+
+def _default_batch_size(board: Backend) -> int | None:
+    twin = getattr(board, "twin", None)
+    return None if twin is None else int(twin.workload.default_batch_size)
+
+
+def candidate_configurations(
+    board: Backend, batch_size: int | Sequence[int] | None = None
+) -> pd.DataFrame:
+    """The configurations a decision chooses among, by default: a replayed table's own
+    records, else the device's profiling grid at ``batch_size`` (one size or several;
+    default: the twin workload's own)."""
+    records = getattr(board, "configurations", None)
+    if callable(records):
+        cands = records()
+        if batch_size is not None:
+            sizes = np.atleast_1d(batch_size).astype(int)
+            cands = cands[cands["batch_size"].isin(sizes)]
+        return cands.reset_index(drop=True)
+    if board.device is None:
+        raise DataError(f"{type(board).__name__} has no device table of modes: pass candidates=...")
+    sizes = batch_size if batch_size is not None else _default_batch_size(board)
+    if sizes is None:
+        raise DataError("batch_size: name the batch size(s) to decide among")
+    grid = board.device.profiling_grid()
+    sizes_df = pd.DataFrame({"batch_size": np.atleast_1d(sizes).astype(int)})
+    return grid.merge(sizes_df, how="cross").reset_index(drop=True)
+
+
+def cost_factor(configs: pd.DataFrame, r: Any, time_column: str) -> np.ndarray:
+    """Per configuration, what turns its time into time to accuracy: epochs to target
+    (an r with an ``epochs`` column, for per-epoch times), or samples to target / batch
+    size (``load_r``'s ``samples``, else relative ``r``; ms turned into s). 1 without r."""
+    if r is None:
+        return np.ones(len(configs))
+    if "batch_size" not in configs.columns:
+        raise DataError("an r vector needs a batch_size column in the configurations")
+    b = configs["batch_size"].astype(int)
+    if isinstance(r, pd.DataFrame) and "epochs" in r.columns:
+        per = r.set_index(r["batch_size"].astype(int))["epochs"].astype(float)
+        factor = b.map(per)
+    else:
+        from .batch_efficiency import load_r
+
+        rv = load_r(r)
+        n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]
+        factor = b.map(n).astype(float) / b * (1e-3 if time_column == "time_ms" else 1.0)
+    if factor.isna().any():
+        missing = sorted(set(b[factor.isna()]))
+        raise DataError(f"the r vector has no entry for batch size(s) {missing}")
+    return factor.to_numpy(float)
+
+
+def _stratified(
+    cands: pd.DataFrame, keys: Sequence[str], n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Positions of ``n`` candidates spread round-robin over the cells of ``keys``."""
+    cells = list(cands.groupby(list(keys), sort=True).indices.values())
+    rng.shuffle(cells)
+    queues = [list(rng.permutation(c)) for c in cells]
+    chosen: list[int] = []
+    while len(chosen) < n and any(queues):
+        for q in queues:
+            if q and len(chosen) < n:
+                chosen.append(int(q.pop()))
+    return np.asarray(chosen, dtype=int)
+
+
+# ------------------------------------------------------------ chance of winning --
+def win_probabilities(
+    mu_t: np.ndarray,
+    sd_t: np.ndarray,
+    mu_p: np.ndarray,
+    sd_p: np.ndarray,
+    measured: np.ndarray,
+    caps: np.ndarray,
+    factor: np.ndarray | None = None,
+    objective: str = "time",
+    draws: int = 512,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each cap, each configuration's chance of being the fastest (cheapest) under it.
+
+    ``measured`` rows count at their values (``sd`` ignored); the others are drawn
+    ``draws`` times (time log-normal around ``mu_t`` with relative spread sd/mu, power
+    normal). Returns (probabilities, caps x configurations, summing to at most 1 per
+    cap; the measured incumbent per cap (position, -1 if none fits); the chance per cap
+    that an unmeasured configuration beats the incumbent).
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    n = len(mu_t)
+    factor = np.ones(n) if factor is None else np.asarray(factor, float)
+    cost = mu_t * factor * (mu_p if objective == "energy" else 1.0)
+    probs = np.zeros((len(caps), n))
+    incumbent = np.full(len(caps), -1)
+    beaten = np.zeros(len(caps))
+    rel = np.where(measured, 0.0, np.clip(sd_t / mu_t, 1e-6, None))
+    sdp = np.where(measured, 0.0, np.clip(sd_p, 1e-9, None))
+    low_cost = mu_t * np.exp(-_Z * rel) * factor
+    if objective == "energy":
+        low_cost = low_cost * np.clip(mu_p - _Z * sdp, 1e-9, None)
+    for c, cap in enumerate(caps):
+        fits = measured & (mu_p <= cap)
+        best = math.inf
+        if fits.any():
+            j = int(np.flatnonzero(fits)[np.argmin(cost[fits])])
+            incumbent[c], best = j, float(cost[j])
+            probs[c, j] = 1.0
+        rivals = np.flatnonzero(~measured & (mu_p - _Z * sdp <= cap) & (low_cost < best))
+        if rivals.size == 0:
+            continue
+        t = mu_t[rivals] * np.exp(rel[rivals] * rng.standard_normal((draws, rivals.size)))
+        p = mu_p[rivals] + sdp[rivals] * rng.standard_normal((draws, rivals.size))
+        k = t * factor[rivals] * (p if objective == "energy" else 1.0)
+        k[p > cap] = np.inf
+        win = np.argmin(k, axis=1)
+        wins = k[np.arange(draws), win] < best
+        counts = np.bincount(win[wins], minlength=rivals.size) / draws
+        probs[c, rivals] = counts
+        beaten[c] = float(counts.sum())
+        if incumbent[c] >= 0:
+            probs[c, incumbent[c]] = 1.0 - beaten[c]
+    return probs, incumbent, beaten
+
+
+# --------------------------------------------------------------------- the loop --
+def _measure(board: Backend, configs: pd.DataFrame) -> pd.DataFrame:
+    """Measure ``configs`` on the board: a replayed table answers from its records, any
+    other board runs the profiler on them."""
+    direct = getattr(board, "measure", None)
+    if callable(direct):
+        return direct(configs)
+    from .profiling.sweep import profile
+
+    return profile(board, configs, progress=False)
+
+
+def _describe_caps(caps: np.ndarray) -> str:
+    if len(caps) == 1:
+        return f"{caps[0]:g} W"
+    return f"{caps.min():g}-{caps.max():g} W ({len(caps)} caps)"
+
+
+def _shown(config: dict) -> str:
+    return " ".join(f"{k}={v:g}" for k, v in config.items())
+
+
+def decide(
+    board: Any,
+    reference: Predictor,
+    power_cap_w: float | Sequence[float],
+    *,
+    budget: int = 50,
+    candidates: pd.DataFrame | None = None,
+    batch_size: int | Sequence[int] | None = None,
+    r: Any = None,
+    objective: str = "time",
+    start: int | None = None,
+    per_round: int = 3,
+    confidence: float = 0.9,
+    patience: int = 4,
+    accept_unmeasured: float | None = None,
+    samples: pd.DataFrame | None = None,
+    draws: int = 512,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    transfer_options: dict | None = None,
+) -> Decision:
+    """Choose the fastest configuration under each power cap, measuring on ``board``.
+
+    ``board``: a Backend (twin, Jetson, NVML, :class:`~powertrain.backends.ReplayBackend`)
+    or a :class:`~powertrain.Twin`. ``reference``: a fitted Predictor to transfer.
+    ``power_cap_w``: one cap or several (a range: ``range(17, 51)``). ``budget``:
+    configurations this call may measure. ``candidates``: the configurations to choose
+    among (default :func:`candidate_configurations`). With ``r`` (an r vector, or a table
+    of ``batch_size, epochs``) the cost is time (``objective="energy"``: energy) to
+    accuracy, so batch size is chosen jointly with the knobs.
+
+    The loop: measure ``start`` stratified configurations (default a third of the budget,
+    5 to 10), transfer, then ``per_round`` at a time the unmeasured configurations most
+    likely to be the fastest under the caps, re-transferring after each round. It stops
+    when, for every cap, the chance that an unmeasured configuration beats the measured
+    pick is at most ``1 - confidence`` ("confident"), when the picks stood for
+    ``patience`` rounds ("stable"), or when the budget is spent ("budget").
+
+    Each cap's pick is the fastest configuration *measured* under it, with its measured
+    time and power. With ``accept_unmeasured`` (a probability), an unmeasured
+    configuration predicted faster than that is returned instead when its chance of
+    staying within the cap is at least that; it is marked ``measured=False``. A cap under
+    which nothing measured fits gets ``config=None`` and a reason. ``samples``: earlier
+    measurements of this board to start from (not counted in the budget). ``progress``:
+    called with one line per measured configuration saying why it is measured.
+    """
+    from .backends import as_backend  # the backends import the profiler, which imports this
+
+    board = as_backend(board)
+    caps = check_caps(power_cap_w)
+    if objective not in OBJECTIVES:
+        raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise DataError(f"budget must be a positive number of configurations, got {budget!r}")
+    if isinstance(per_round, bool) or not isinstance(per_round, (int, np.integer)) or per_round < 1:
+        raise DataError(f"per_round must be a positive integer, got {per_round!r}")
+    if not 0 < confidence < 1:
+        raise DataError(f"confidence must be a probability in (0, 1), got {confidence!r}")
+    if accept_unmeasured is not None and not 0 < accept_unmeasured < 1:
+        raise DataError(
+            f"accept_unmeasured must be a probability in (0, 1), got {accept_unmeasured!r}"
+        )
+    if start is None:
+        start = min(10, max(5, budget // 3))
+    given = 0 if samples is None else len(samples)
+    if start + given < MIN_TRANSFER:
+        raise DataError(
+            f"start={start}: a transfer needs at least {MIN_TRANSFER} measured configurations"
+        )
+    start = min(int(start), int(budget))
+    inputs = tuple(reference.inputs_)
+    targets = tuple(reference.targets_)
+    if "power_w" not in targets:
+        raise DataError(f"the reference predicts {', '.join(targets)}; a decision needs power_w")
+    time_col = next(t for t in targets if t != "power_w")
+    cands = candidate_configurations(board, batch_size) if candidates is None else candidates
+    missing = [c for c in inputs if c not in cands.columns]
+    if missing:
+        raise DataError(f"candidates: missing column(s) {', '.join(missing)} the model reads")
+    cands = cands.drop_duplicates(subset=list(inputs)).reset_index(drop=True)
+    factor = cost_factor(cands, r, time_col)
+    keys = [tuple(np.round(row, 3)) for row in cands[list(inputs)].to_numpy(float)]
+    position = {k: i for i, k in enumerate(keys)}
+    rng = np.random.default_rng(seed)
+    say = progress or (lambda line: None)
+    log: list[pd.DataFrame] = []
+    measured = np.zeros(len(cands), dtype=bool)
+    m_time = np.full(len(cands), np.nan)
+    m_power = np.full(len(cands), np.nan)
+    board_s = 0.0
+
+    def record(rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
+        nonlocal board_s
+        rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
+        for _, row in rows.iterrows():
+            k = tuple(np.round(row[list(inputs)].to_numpy(float), 3))
+            j = position.get(k)
+            if j is not None:
+                measured[j] = True
+                m_time[j], m_power[j] = float(row[time_col]), float(row["power_w"])
+        if rnd >= 0 and "profile_s" in rows.columns:
+            board_s += float(rows["profile_s"].sum())
+        log.append(rows)
+
+    def run(idx: np.ndarray, rnd: int, why: list[str]) -> None:
+        configs = cands.iloc[idx].reset_index(drop=True)
+        for i in range(len(configs)):
+            say(f"round {rnd}: measuring {_shown(configs.iloc[i].to_dict())}: {why[i]}")
+        record(_measure(board, configs), rnd, why)
+
+    if samples is not None:
+        record(samples, -1, ["given"] * len(samples))
+    n_new = 0
+    first = _stratified(cands[~measured], _strata(board, cands), start, rng)
+    first = np.flatnonzero(~measured)[first] if len(first) else first
+    run(first, 0, ["stratified start"] * len(first))
+    n_new += len(first)
+    transfer_options = dict(transfer_options or {})
+    history: list[tuple] = []
+    stop = "budget"
+    rounds = 0
+    model = est = None
+    while True:
+        done = pd.concat(log, ignore_index=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures there
+            model = reference.transfer(
+                done[[*inputs, *targets]], random_state=seed, **transfer_options
+            )
+            est = model.predict(cands[list(inputs)], return_std=True)
+        mu_t = np.where(measured, m_time, est[time_col].to_numpy(float))
+        mu_p = np.where(measured, m_power, est["power_w"].to_numpy(float))
+        sd_t = est[f"{time_col}_std"].to_numpy(float)
+        sd_p = est["power_w_std"].to_numpy(float)
+        probs, incumbent, beaten = win_probabilities(
+            mu_t, sd_t, mu_p, sd_p, measured, caps, factor, objective, draws, rng
+        )
+        history.append(tuple(incumbent))
+        if np.all((incumbent >= 0) & (beaten <= 1 - confidence)):
+            stop = "confident"
+            break
+        if len(history) > patience and len(set(history[-patience - 1 :])) == 1:
+            if np.all(incumbent >= 0):
+                stop = "stable"
+                break
+        if n_new >= budget:
+            stop = "budget"
+            break
+        score = np.where(measured, 0.0, probs.sum(axis=0))
+        order = np.argsort(-score, kind="stable")
+        take = order[: min(per_round, budget - n_new)]
+        take = take[score[take] > 0]
+        if take.size == 0:
+            stop = "exhausted"
+            break
+        rounds += 1
+        why = [_why(probs[:, j], caps, est.iloc[j], time_col) for j in take]
+        run(take, rounds, why)
+        n_new += take.size
+    cost = mu_t * factor * (mu_p if objective == "energy" else 1.0)
+    est = est.assign(**{time_col: mu_t, "power_w": mu_p, "measured": measured, "cost": cost})
+    picks = [
+        _pick(
+            cap,
+            cands,
+            inputs,
+            measured,
+            mu_t,
+            mu_p,
+            sd_p,
+            cost,
+            incumbent[c],
+            beaten[c],
+            accept_unmeasured,
+        )
+        for c, cap in enumerate(caps)
+    ]
+    say(f"stopped after {n_new} measured configurations: {STOP_REASONS[stop]}")
+    return Decision(
+        picks=picks,
+        measurements=pd.concat(log, ignore_index=True),
+        board_s=board_s,
+        stop_reason=stop,
+        rounds=rounds,
+        time_column=time_col,
+        model=model,
+        estimates=est,
+    )
+
+
+def _strata(board: Backend, cands: pd.DataFrame) -> list[str]:
+    keys = list(board.device.spec.stratify_by) if board.device is not None else []
+    keys = [k for k in keys if k in cands.columns] or [
+        c for c in cands.columns if c != "batch_size"
+    ][:2]
+    if "batch_size" in cands.columns and cands["batch_size"].nunique() > 1:
+        keys.append("batch_size")
+    return keys
+
+
+def _why(p: np.ndarray, caps: np.ndarray, row: pd.Series, time_col: str) -> str:
+    """'candidate under 30 W, 40 % chance of being fastest' for a measured configuration."""
+    hit = np.flatnonzero(p > 0)
+    where = caps[hit] if hit.size else caps
+    best = float(p.max())
+    return (
+        f"candidate under {_describe_caps(where)}, {100 * best:.0f} % chance of being fastest "
+        f"(predicted {row[time_col]:.4g} {time_col.split('_')[-1]}, {row['power_w']:.1f} W)"
+    )
+
+
+def _pick(
+    cap: float,
+    cands: pd.DataFrame,
+    inputs: Sequence[str],
+    measured: np.ndarray,
+    mu_t: np.ndarray,
+    mu_p: np.ndarray,
+    sd_p: np.ndarray,
+    cost: np.ndarray,
+    incumbent: int,
+    beaten: float,
+    accept_unmeasured: float | None,
+) -> CapPick:
+    """The confirmed pick under ``cap``, or the accepted unmeasured one, or none."""
+
+    def config(j: int) -> dict:
+        return {c: _plain(cands[c].iloc[j]) for c in inputs}
+
+    if accept_unmeasured is not None:
+        from scipy.stats import norm
+
+        sure = norm.cdf((cap - mu_p) / np.clip(sd_p, 1e-9, None))
+        bar = cost[incumbent] if incumbent >= 0 else np.inf
+        ok = np.flatnonzero(~measured & (sure >= accept_unmeasured) & (cost < bar))
+        if ok.size:
+            j = int(ok[np.argmin(cost[ok])])
+            return CapPick(
+                cap,
+                config(j),
+                False,
+                float(mu_t[j]),
+                float(mu_p[j]),
+                float(cost[j]),
+                float(sure[j]),
+                f"unmeasured: predicted faster than every measured configuration, "
+                f"{100 * sure[j]:.0f} % chance of staying within {cap:g} W",
+            )
+    if incumbent < 0:
+        return CapPick(
+            cap,
+            None,
+            False,
+            None,
+            None,
+            None,
+            0.0,
+            f"no measured configuration fits under {cap:g} W "
+            f"(lowest measured power {np.nanmin(np.where(measured, mu_p, np.nan)):.1f} W)"
+            if measured.any()
+            else f"nothing measured under {cap:g} W",
+        )
+    j = int(incumbent)
+    return CapPick(
+        cap,
+        config(j),
+        True,
+        float(mu_t[j]),
+        float(mu_p[j]),
+        float(cost[j]),
+        float(1.0 - beaten),
+        f"fastest measured under {cap:g} W; {100 * (1 - beaten):.0f} % chance no unmeasured "
+        "configuration is faster",
+    )
+
+
+def _plain(v: Any) -> Any:
+    return int(v) if isinstance(v, (np.integer,)) else float(v) if isinstance(v, np.floating) else v
+
+
+def require_pick(decision: Decision, power_cap_w: float | None = None) -> CapPick:
+    """The pick under the cap, or NoFeasibleModeError saying why there is none."""
+    p = decision.pick(power_cap_w)
+    if p.config is None:
+        raise NoFeasibleModeError(p.reason)
+    return p

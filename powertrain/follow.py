@@ -1,0 +1,235 @@
+"""Follow a power cap that changes during training: a draining battery, a shared supply.
+
+Why: a cap that moves every few minutes cannot wait for a new profiling sweep. What a
+decision learned -- its measurements and the transferred model's estimates -- already
+answers every cap: :class:`CapController` returns the configuration for a new cap at
+once (the fastest *measured* one under it, else the fastest predicted one whose power
+plus ``k_sigma`` spreads fits), and :func:`follow` applies it through the backend
+between two minibatches, so training carries on without a restart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError, NoFeasibleModeError
+from .schema import check_columns, read_csv
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .decide import CapPick, Decision
+
+
+class CapSchedule:
+    """The power cap over training time: steps ``(t_s, power_cap_w)`` -- the cap from
+    ``t_s`` seconds after the start on -- or a callback ``(elapsed_s, minibatch) -> W``."""
+
+    def __init__(
+        self,
+        steps: Sequence[tuple[float, float]] | None = None,
+        callback: Callable[[float, int], float] | None = None,
+    ):
+        if (steps is None) == (callback is None):
+            raise DataError("CapSchedule: give either steps or a callback")
+        self.callback = callback
+        self.steps: list[tuple[float, float]] = []
+        if steps is not None:
+            for i, (t, w) in enumerate(steps):
+                t, w = float(t), float(w)
+                if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
+                    raise DataError(
+                        f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0"
+                    )
+                self.steps.append((t, w))
+            self.steps.sort()
+            if not self.steps or self.steps[0][0] > 0:
+                raise DataError("CapSchedule: the first step must start at t_s = 0")
+
+    @classmethod
+    def from_csv(cls, path: str | Path) -> CapSchedule:
+        """A schedule file with columns ``t_s`` and ``power_cap_w``."""
+        df = check_columns(
+            read_csv(path, "cap schedule"),
+            ["t_s", "power_cap_w"],
+            source=str(path),
+            nonnegative=["t_s"],
+            positive=["power_cap_w"],
+        )
+        return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
+
+    def __call__(self, elapsed_s: float, minibatch: int = 0) -> float:
+        if self.callback is not None:
+            cap = self.callback(elapsed_s, minibatch)
+            if not (isinstance(cap, (int, float, np.number)) and math.isfinite(cap) and cap > 0):
+                raise DataError(f"cap schedule callback returned {cap!r} at {elapsed_s:.0f} s")
+            return float(cap)
+        times = [t for t, _ in self.steps]
+        return self.steps[int(np.searchsorted(times, elapsed_s, side="right")) - 1][1]
+
+    def caps(self) -> list[float]:
+        """The distinct caps of a step schedule (what to decide for ahead of time)."""
+        return sorted({w for _, w in self.steps})
+
+
+class CapController:
+    """Answers a new cap at once from a decision's measurements and estimates.
+
+    ``estimates``: one row per candidate configuration with its ``config_columns``, the
+    ``cost`` minimised, ``power_w``, ``power_w_std`` and ``measured`` (what
+    :class:`~powertrain.decide.Decision` carries). The fastest measured configuration
+    under the cap wins; without one, the fastest unmeasured one whose predicted power +
+    ``k_sigma`` x spread fits (marked unmeasured).
+    """
+
+    def __init__(
+        self, estimates: pd.DataFrame, config_columns: Sequence[str], k_sigma: float = 1.0
+    ):
+        need = [*config_columns, "cost", "power_w", "measured"]
+        self.estimates = check_columns(
+            estimates.assign(measured=estimates["measured"].astype(float))
+            if "measured" in estimates
+            else estimates,
+            need,
+            source="CapController",
+        )
+        self.config_columns = tuple(config_columns)
+        self.k_sigma = float(k_sigma)
+
+    @classmethod
+    def from_decision(cls, decision: Decision, k_sigma: float = 1.0) -> CapController:
+        if decision.estimates is None:
+            raise DataError("this decision carries no estimates to control from")
+        return cls(decision.estimates, decision.model.inputs_, k_sigma=k_sigma)
+
+    def config_for(self, power_cap_w: float) -> CapPick:
+        """The configuration to run under ``power_cap_w`` (config None: nothing fits)."""
+        from .decide import CapPick
+
+        e = self.estimates
+        cost = e["cost"].to_numpy(float)
+        power = e["power_w"].to_numpy(float)
+        measured = e["measured"].to_numpy(float) > 0
+        std = e["power_w_std"].to_numpy(float) if "power_w_std" in e else np.zeros(len(e))
+
+        def config(j: int) -> dict:
+            return {c: float(e[c].iloc[j]) for c in self.config_columns}
+
+        fits = np.flatnonzero(measured & (power <= power_cap_w))
+        if fits.size:
+            j = int(fits[np.argmin(cost[fits])])
+            return CapPick(
+                power_cap_w, config(j), True, None, power[j], cost[j], 1.0, "fastest measured"
+            )
+        guard = np.where(measured, power, power + self.k_sigma * std)
+        fits = np.flatnonzero(guard <= power_cap_w)
+        if fits.size:
+            j = int(fits[np.argmin(cost[fits])])
+            return CapPick(
+                power_cap_w,
+                config(j),
+                False,
+                None,
+                power[j],
+                cost[j],
+                float("nan"),
+                f"nothing measured fits; predicted {power[j]:.1f} W + {self.k_sigma:g} sigma",
+            )
+        return CapPick(
+            power_cap_w,
+            None,
+            False,
+            None,
+            None,
+            None,
+            0.0,
+            f"no configuration fits under {power_cap_w:g} W (lowest {guard.min():.1f} W)",
+        )
+
+
+@dataclass
+class FollowResult:
+    """What :func:`follow` did: one row per stretch run in one configuration."""
+
+    segments: pd.DataFrame
+    #: board seconds from the start to the last minibatch (switches included)
+    total_s: float
+    minibatches: int
+    samples: int
+
+
+def follow(
+    board: Any,
+    controller: Any,
+    schedule: CapSchedule | Callable[[float, int], float],
+    *,
+    minibatches: int | None = None,
+    samples: int | None = None,
+    on_switch: Callable[[float, float, dict], None] | None = None,
+) -> FollowResult:
+    """Train on ``board`` until ``minibatches`` (or ``samples``) are done, switching the
+    configuration between minibatches whenever the schedule's cap changes.
+
+    ``controller``: anything with ``config_for(cap) -> CapPick`` (a
+    :class:`CapController`; a benchmark's oracle or re-profiler). ``on_switch(elapsed_s,
+    cap, config)`` is told of every switch. A cap under which nothing fits raises
+    :class:`NoFeasibleModeError` naming the time and cap.
+    """
+    from .backends import as_backend
+
+    board = as_backend(board)
+    if (minibatches is None) == (samples is None):
+        raise DataError("follow: give the training length as minibatches or samples")
+    goal = int(minibatches if minibatches is not None else samples)  # type: ignore[arg-type]
+    if goal < 1:
+        raise DataError(f"follow: the training length must be >= 1, got {goal}")
+    per_sample = samples is not None
+    t0 = board.now()
+    done = n = 0
+    cap = None
+    current: dict | None = None
+    segments: list[dict] = []
+
+    def close(end: float) -> None:
+        if segments and "end_s" not in segments[-1]:
+            segments[-1]["end_s"] = end
+
+    while done < goal:
+        elapsed = board.now() - t0
+        new_cap = schedule(elapsed, n)
+        if new_cap != cap:
+            cap = new_cap
+            pick = controller.config_for(cap)
+            if pick.config is None:
+                raise NoFeasibleModeError(f"at {elapsed:.0f} s the cap is {cap:g} W: {pick.reason}")
+            if pick.config != current:
+                close(elapsed)
+                current = dict(pick.config)
+                board.configure(current)
+                segments.append(
+                    {
+                        "start_s": board.now() - t0,
+                        "power_cap_w": cap,
+                        **current,
+                        "measured": pick.measured,
+                        "minibatches": 0,
+                    }
+                )
+                if on_switch is not None:
+                    on_switch(elapsed, cap, current)
+        board.run_minibatch()
+        b = int(current.get("batch_size", 1)) if current else 1
+        segments[-1]["minibatches"] += 1
+        n += 1
+        done += b if per_sample else 1
+    total = board.now() - t0
+    close(total)
+    return FollowResult(pd.DataFrame(segments), total, n, _samples(segments))
+
+
+def _samples(segments: list[dict]) -> int:
+    return int(sum(s["minibatches"] * int(s.get("batch_size", 1)) for s in segments))

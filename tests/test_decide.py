@@ -1,0 +1,233 @@
+"""Deciding with the board in the loop: the replay board, the confirmation contract, the
+stopping rule, and following a cap that changes mid-run."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.backends import ReplayBackend
+from powertrain.corpora import load_corpus
+from powertrain.decide import win_probabilities
+from powertrain.errors import DataError, ProfilingError
+
+KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+#: a quick transfer: these tests check the loop's contract, not the model's accuracy
+QUICK = {"epochs": 30}
+
+
+@pytest.fixture(scope="module")
+def table():
+    """300 recorded configurations of the twin's MobileNetV3 corpus."""
+    corpus = load_corpus("orin-agx_mobilenetv3_bs16")
+    return corpus.sample(300, random_state=0).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return pt.Predictor.from_pretrained("orin-agx/resnet18")
+
+
+# ------------------------------------------------------------------------ replay --
+def test_replay_answers_from_the_table_and_counts_board_time(table):
+    board = ReplayBackend(table)
+    got = board.measure(table.iloc[[3, 7]][KEYS])
+    assert got["time_ms"].tolist() == table["time_ms"].iloc[[3, 7]].tolist()
+    assert got["power_w"].tolist() == table["power_w"].iloc[[3, 7]].tolist()
+    assert board.now() == pytest.approx(table["profile_s"].iloc[[3, 7]].sum())
+    assert board.n_measured == 2
+
+
+def test_replay_refuses_a_configuration_it_has_no_record_of(table):
+    board = ReplayBackend(table)
+    corpus = load_corpus("orin-agx_mobilenetv3_bs16")
+    unseen = corpus.merge(table[KEYS], how="left", on=KEYS, indicator=True)
+    unseen = unseen[unseen["_merge"] == "left_only"].iloc[[0]][KEYS]
+    with pytest.raises(ProfilingError, match="has no record of cores="):
+        board.measure(unseen)
+    assert board.now() == 0.0 and board.n_measured == 0  # nothing charged
+    with pytest.raises(ProfilingError, match="no record"):
+        board.configure(unseen.iloc[0].to_dict())
+    with pytest.raises(ProfilingError, match="no record"):
+        pt.profile(board, unseen, progress=False)
+
+
+def test_replay_drives_the_ordinary_sweep(table):
+    """A per-minibatch table goes through the profiler as a board would."""
+    board = ReplayBackend(table)
+    out = pt.profile(board, table.iloc[:3][KEYS], n_minibatches=5, progress=False)
+    want = table.iloc[:3].merge(out[KEYS], on=KEYS)
+    assert np.allclose(out.sort_values(KEYS).time_ms, want.sort_values(KEYS).time_ms)
+    assert np.allclose(out.sort_values(KEYS).power_w, want.sort_values(KEYS).power_w)
+
+
+def test_replay_of_a_per_epoch_trace_uses_the_device_columns():
+    from powertrain.real_data import load_real_corpus
+
+    trace = load_real_corpus("a40_resnet50-imagenet")
+    board = ReplayBackend(trace, seconds_per_config=30)
+    assert board.config_columns == ("power_limit_w", "batch_size")
+    assert board.targets == ("epoch_s", "power_w")
+    got = board.measure(trace.iloc[[0]][["power_limit_w", "batch_size"]])
+    assert got["epoch_s"].iloc[0] == trace["epoch_s"].iloc[0]
+    assert board.now() == 30
+    with pytest.raises(ProfilingError, match="measure"):  # no minibatches to replay
+        board.configure(trace.iloc[0].to_dict())
+    with pytest.raises(ProfilingError, match="power_limit_w=123"):
+        board.measure(pd.DataFrame({"power_limit_w": [123], "batch_size": [32]}))
+
+
+# ------------------------------------------------------------- chance of winning --
+def test_win_probability_favours_the_rival_likely_faster_and_within_the_cap():
+    mu_t = np.array([100.0, 90.0, 80.0, 95.0])
+    sd_t = np.array([0.0, 5.0, 5.0, 1.0])
+    mu_p = np.array([29.0, 29.0, 35.0, 29.5])
+    sd_p = np.array([0.0, 0.5, 0.5, 0.1])
+    measured = np.array([True, False, False, False])
+    probs, inc, beaten = win_probabilities(mu_t, sd_t, mu_p, sd_p, measured, np.array([30.0]))
+    assert inc[0] == 0
+    assert probs[0, 2] == 0  # 5 W over the cap: never the pick
+    assert probs[0, 1] > probs[0, 3] > 0  # faster and sure to fit beats slower
+    assert beaten[0] == pytest.approx(probs[0, 1:].sum())
+    assert probs[0].sum() == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------- the contract --
+def test_the_pick_is_measured_under_the_cap_with_its_measured_values(table, reference):
+    board = ReplayBackend(table)
+    caps = [20.0, 30.0, 3.0]
+    d = pt.decide(board, reference, caps, budget=14, seed=0, transfer_options=QUICK)
+    assert d.n_measured <= 14
+    assert d.board_s == pytest.approx(board.now())
+    seen = d.measurements.set_index(KEYS)
+    for cap in (20.0, 30.0):
+        p = d.pick(cap)
+        assert p.measured and p.config is not None
+        row = seen.loc[tuple(p.config[k] for k in KEYS)]
+        assert p.power_w == row["power_w"] <= cap
+        assert p.time == row["time_ms"]
+        # and nothing measured under the cap was faster
+        under = d.measurements[d.measurements.power_w <= cap]
+        assert p.time == under["time_ms"].min()
+    none = d.pick(3.0)  # below every configuration: no pick, and it says why
+    assert none.config is None and "no measured configuration fits under 3 W" in none.reason
+    with pytest.raises(pt.NoFeasibleModeError, match="3 W"):
+        from powertrain.decide import require_pick
+
+        require_pick(d, 3.0)
+
+
+def test_an_unmeasured_pick_only_when_accepted_and_marked(table, reference):
+    board = ReplayBackend(table)
+    d = pt.decide(
+        board,
+        reference,
+        30.0,
+        budget=6,
+        start=6,
+        accept_unmeasured=0.6,
+        seed=0,
+        transfer_options=QUICK,
+    )
+    p = d.pick()
+    if not p.measured:  # then it is predicted faster and likely enough within the cap
+        assert p.confidence >= 0.6 and "unmeasured" in p.reason
+        measured_best = d.measurements[d.measurements.power_w <= 30].time_ms.min()
+        assert p.cost < measured_best
+
+
+# ------------------------------------------------------------------ stopping rule --
+def test_the_loop_stops_when_the_budget_is_spent(table, reference):
+    board = ReplayBackend(table)
+    d = pt.decide(
+        board,
+        reference,
+        [18.0, 25.0, 33.0, 40.0],
+        budget=9,
+        start=5,
+        per_round=2,
+        confidence=0.999999,
+        patience=100,
+        seed=1,
+        transfer_options=QUICK,
+    )
+    assert d.stop_reason == "budget"
+    assert d.n_measured == 9 == board.n_measured
+
+
+def test_the_loop_stops_early_once_no_unmeasured_configuration_can_win(table, reference):
+    """Eight candidates, one cap: after measuring the few that could win, it stops
+    (confident or nothing left) well before the budget."""
+    board = ReplayBackend(table)
+    cands = table.nsmallest(8, "power_w")[KEYS]
+    cap = float(table.nsmallest(8, "power_w").power_w.max()) + 0.5
+    d = pt.decide(
+        board, reference, cap, budget=50, candidates=cands, start=5, seed=0, transfer_options=QUICK
+    )
+    assert d.stop_reason in ("confident", "exhausted", "stable")
+    assert d.n_measured <= 8
+    best = table.merge(cands, on=KEYS).time_ms.min()
+    assert d.pick().time == best  # every configuration fits: the fastest was measured
+
+
+def test_a_stable_pick_stops_the_loop(table, reference):
+    """With confidence out of reach the loop still stops once the picks stop changing."""
+    board = ReplayBackend(table)
+    d = pt.decide(
+        board,
+        reference,
+        30.0,
+        budget=60,
+        start=6,
+        per_round=1,
+        patience=2,
+        confidence=0.999999,
+        seed=0,
+        transfer_options=QUICK,
+    )
+    assert d.stop_reason in ("stable", "exhausted")
+    assert d.n_measured < 60
+
+
+def test_bad_arguments_are_named(table, reference):
+    board = ReplayBackend(table)
+    with pytest.raises(DataError, match="budget"):
+        pt.decide(board, reference, 30.0, budget=0)
+    with pytest.raises(DataError, match="power_cap_w"):
+        pt.decide(board, reference, -5.0)
+    with pytest.raises(DataError, match="objective"):
+        pt.decide(board, reference, 30.0, objective="speed")
+
+
+# ---------------------------------------------------------------- caps that change --
+def test_the_controller_switches_configuration_mid_run_on_a_twin_board():
+    twin = pt.Twin("orin-agx", "mobilenetv3", seed=0)
+    grid = twin.device.profiling_grid().sample(200, random_state=0)
+    est = twin.expected(grid, 16)
+    est = est.assign(cost=est.time_ms, measured=True, power_w_std=0.0)
+    ctl = pt.CapController(est, KEYS)
+    hi, lo = ctl.config_for(45.0), ctl.config_for(18.0)
+    assert hi.config != lo.config
+    configured = []
+    board = pt.backends.TwinBackend(twin)
+    original = board.configure
+    board.configure = lambda c: (configured.append(dict(c)), original(c))[1]
+    switch_at = 20.0  # seconds into the run the cap drops
+    sched = pt.CapSchedule([(0, 45.0), (switch_at, 18.0)])
+    out = pt.follow(board, ctl, sched, minibatches=400)
+    assert configured == [hi.config, lo.config]  # applied through the backend, once each
+    seg = out.segments
+    assert seg.power_cap_w.tolist() == [45.0, 18.0]
+    assert seg.minibatches.sum() == out.minibatches == 400  # no minibatch lost or repeated
+    assert seg.start_s.iloc[1] >= switch_at
+    assert (est.set_index(KEYS).loc[tuple(lo.config[k] for k in KEYS)].power_w) <= 18.0
+
+
+def test_a_cap_schedule_file_is_checked(tmp_path):
+    f = tmp_path / "caps.csv"
+    f.write_text("t_s,power_cap_w\n0,50\n600,30\n1200,15\n")
+    s = pt.CapSchedule.from_csv(f)
+    assert [s(0), s(599), s(600), s(5000)] == [50, 50, 30, 15]
+    f.write_text("t_s,power_cap_w\n0,50\n600,-3\n")
+    with pytest.raises(DataError, match="row 2, column 'power_cap_w'"):
+        pt.CapSchedule.from_csv(f)
