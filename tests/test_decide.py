@@ -13,7 +13,7 @@ from powertrain.errors import DataError, ProfilingError
 
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: a quick transfer: these tests check the loop's contract, not the model's accuracy
-QUICK = {"epochs": 30}
+QUICK = {"transfer_epochs": 30, "transfer_cv_folds": 2}
 
 
 @pytest.fixture(scope="module")
