@@ -5,6 +5,7 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
+from . import report
 from ._version import __version__
 from .batch_efficiency import load_r, r_vector
 from .decide import Decision, decide
@@ -18,7 +19,6 @@ from .errors import (
     ProfilingError,
     SpecError,
 )
-from .fleet_report import report
 from .follow import CapController, CapSchedule, follow
 from .optimise import fastest_under, pareto_front
 from .profiling.sweep import profile

@@ -233,8 +233,9 @@ def r_vector(
 
 def load_r(source: str | os.PathLike | Mapping[int, float] | pd.DataFrame) -> pd.DataFrame:
     """A user's r: a dict {batch_size: r or samples}, a DataFrame or a CSV with columns
-    ``batch_size`` and ``r`` (or ``samples``). Returns batch_size, r (and samples if
-    given), r normalised by eq. 3."""
+    ``batch_size`` and ``r`` (or ``samples`` to the target, or ``epochs`` to it, as a
+    training trace of a per-epoch GPU corpus gives). Returns batch_size, r (and samples
+    or epochs if given), r normalised by eq. 3."""
     where = "r"
     if isinstance(source, Mapping):
         df = pd.DataFrame({"batch_size": list(source), "r": list(source.values())})
@@ -245,17 +246,17 @@ def load_r(source: str | os.PathLike | Mapping[int, float] | pd.DataFrame) -> pd
 
         where = str(source)
         df = read_csv(source, what="r vector")
-    if "batch_size" not in df.columns or not ({"r", "samples"} & set(df.columns)):
-        raise DataError(f"{where}: needs columns batch_size and r (or samples)")
+    if "batch_size" not in df.columns or not ({"r", "samples", "epochs"} & set(df.columns)):
+        raise DataError(f"{where}: needs columns batch_size and r (or samples, or epochs)")
     sizes = check_batch_sizes(df["batch_size"].tolist(), f"{where}: batch_size")
-    col = "samples" if "samples" in df.columns else "r"
+    col = next(c for c in ("samples", "r", "epochs") if c in df.columns)
     vals = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
     bad = ~(np.isfinite(vals) & (vals > 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise DataError(f"{where}: row {i + 1}, column '{col}': {df[col].iloc[i]!r} must be > 0")
     out = pd.DataFrame({"batch_size": sizes})
-    if col == "samples":
-        out["samples"] = vals
+    if col in ("samples", "epochs"):
+        out[col] = vals
     out["r"] = [normalise(dict(zip(sizes, vals)))[b] for b in sizes]
     return out

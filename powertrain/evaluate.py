@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError, NoFeasibleModeError
-from .metrics import excess_power
-from .optimise import fastest_under
+from .metrics import excess_power, time_penalty_pct
+from .optimise import columns_of, fastest_under
 
 
 def cap_sweep(
@@ -24,25 +24,36 @@ def cap_sweep(
     caps: Sequence[float],
     margin_w: float = 0.0,
     k_sigma: float = 0.0,
+    model: object = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Per-cap picks from ``estimates`` scored against ``truth`` (same index, same rows).
 
     Returns the per-cap table (cap, picked row, its true time and power, the true
     optimum's time, penalty %) and a summary: median and Q1-Q3 penalty, A/L %, A/L+1 %,
     excess-power AUC (W per solution). Caps under which neither the model nor the truth
-    has a feasible mode are skipped (and counted in ``skipped``).
+    has a feasible mode are skipped (and counted in ``skipped``). The time and power
+    columns are the ``model``'s targets, else the table's (``time_ms`` per minibatch or
+    ``epoch_s`` per epoch); the table's time columns keep their names
+    (``true_time_ms``/``optimum_time_ms``, or ``true_epoch_s``/``optimum_epoch_s``).
     """
     if not estimates.index.equals(truth.index):
         raise DataError("cap_sweep: estimates and truth must have the same rows (same index)")
     caps = np.asarray(list(caps), dtype=float)
     if caps.size == 0 or not np.all(np.isfinite(caps) & (caps > 0)):
         raise DataError(f"cap_sweep: caps must be a non-empty list of positive watts, got {caps}")
-    t, p = truth["time_ms"].to_numpy(float), truth["power_w"].to_numpy(float)
+    cols = columns_of(estimates, model)
+    for c in (cols.time, cols.power):
+        if c not in truth.columns:
+            raise DataError(f"cap_sweep: truth has no column '{c}' (the estimates' target)")
+    t, p = truth[cols.time].to_numpy(float), truth[cols.power].to_numpy(float)
     rows, skipped = [], 0
     for cap in caps:
         ok = p <= cap
         try:
-            pick = fastest_under(estimates, float(cap), margin_w=margin_w, k_sigma=k_sigma).name
+            pick = fastest_under(
+                estimates, float(cap), margin_w=margin_w, k_sigma=k_sigma, time=cols.time,
+                power=cols.power,
+            ).name  # fmt: skip
         except NoFeasibleModeError:
             skipped += 1
             continue
@@ -52,14 +63,14 @@ def cap_sweep(
         j = truth.index.get_loc(pick)
         best = float(t[ok].min())
         rows.append(
-            dict(
-                cap_w=cap,
-                pick=pick,
-                true_time_ms=t[j],
-                true_power_w=p[j],
-                optimum_time_ms=best,
-                penalty_pct=100.0 * (t[j] / best - 1.0),
-            )
+            {
+                "cap_w": cap,
+                "pick": pick,
+                f"true_{cols.time}": t[j],
+                "true_power_w": p[j],
+                f"optimum_{cols.time}": best,
+                "penalty_pct": time_penalty_pct(t[j], best),
+            }
         )
     table = pd.DataFrame(rows)
     if table.empty:

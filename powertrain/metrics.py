@@ -19,9 +19,11 @@ def mape(y_true, y_pred) -> float:
     return float(np.mean(np.abs(p - a) / np.abs(a)) * 100.0)
 
 
-def time_penalty_pct(chosen_true_time: float, optimal_true_time: float) -> float:
-    """How much slower (in %) the chosen configuration truly is than the true optimum."""
-    return float((chosen_true_time / optimal_true_time - 1.0) * 100.0)
+def time_penalty_pct(chosen_true_time, optimal_true_time):
+    """How much slower (in %) the chosen configuration truly is than the true optimum
+    (any cost: time, energy, time to accuracy). Scalars give a float, arrays an array."""
+    pct = (np.asarray(chosen_true_time, dtype=float) / optimal_true_time - 1.0) * 100.0
+    return float(pct) if np.ndim(pct) == 0 else pct
 
 
 def excess_power(true_power, caps) -> dict:

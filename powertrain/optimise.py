@@ -8,16 +8,83 @@ predicted power (plus the requested safety margin) exceeds the cap.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from .errors import DataError, NoFeasibleModeError
 from .schema import check_columns
 
+#: the time columns a table may carry: per minibatch (Jetson profiling) or per epoch (GPUs)
+TIME_COLUMNS = ("time_ms", "epoch_s")
+#: the power column every table carries
+POWER_COLUMN = "power_w"
 
-def pareto_front(est: pd.DataFrame, time: str = "time_ms", power: str = "power_w") -> pd.DataFrame:
+
+@dataclass(frozen=True)
+class TableColumns:
+    """Which columns of a table are the configuration, its time and its power."""
+
+    knobs: tuple[str, ...]  # the device's settings
+    config: tuple[str, ...]  # the knobs, plus batch_size where the table has it
+    time: str
+    power: str
+
+
+def columns_of(table: pd.DataFrame, model: Any = None, device: Any = None) -> TableColumns:
+    """The configuration, time and power columns of ``table``.
+
+    Why: a per-minibatch Jetson table (``time_ms``, four knobs) and a per-epoch GPU table
+    (``epoch_s``, ``power_limit_w``) go through the same decisions; the names come from
+    the ``model`` (its inputs and targets) when given, else from the ``device`` (an
+    argument, the table's ``device`` column, or the catalog device whose knobs the table
+    has), and the time column is whichever of :data:`TIME_COLUMNS` the table holds.
+    """
+    from .devices import get_device, table_device
+
+    if model is not None and hasattr(model, "targets_"):
+        time, power = model.targets_[0], model.targets_[-1]
+        config = tuple(model.inputs_)
+        knobs = tuple(c for c in config if c != "batch_size")
+        return TableColumns(knobs, config, time, power)
+    cols = set(table.columns)
+    dev = get_device(device) if device is not None else table_device(table)
+    if dev is None:
+        dev = _catalog_device_for(cols)
+    knobs = tuple(dev.knobs) if dev is not None else ()
+    config = knobs + (("batch_size",) if "batch_size" in cols else ())
+    return TableColumns(knobs, config, time_column(table), POWER_COLUMN)
+
+
+def time_column(table: pd.DataFrame) -> str:
+    """The table's time column: the first of :data:`TIME_COLUMNS` it has (``time_ms``
+    when it has none, so the missing-column error names the usual one)."""
+    have = getattr(table, "columns", ())
+    return next((c for c in TIME_COLUMNS if c in have), TIME_COLUMNS[0])
+
+
+def _catalog_device_for(columns: set) -> Any:
+    """The catalog device whose knobs the table has (the one with most knobs wins)."""
+    from .devices import get_device
+    from .specs import device_names
+
+    best = None
+    for name in device_names():
+        dev = get_device(name)
+        if set(dev.knobs) <= columns and (best is None or len(dev.knobs) > len(best.knobs)):
+            best = dev
+    return best
+
+
+def pareto_front(
+    est: pd.DataFrame, time: str | None = None, power: str = POWER_COLUMN
+) -> pd.DataFrame:
     """Rows not dominated in (power, time): no other row is at least as good in both and
-    better in one. Sorted by power ascending (time then falls along the front)."""
+    better in one. Sorted by power ascending (time then falls along the front).
+    ``time`` defaults to the table's time column (``time_ms`` or ``epoch_s``)."""
+    time = time or time_column(est)
     df = check_columns(est, [time, power], source="pareto_front", positive=[time, power])
     order = np.lexsort((df[time].to_numpy(), df[power].to_numpy()))
     t = df[time].to_numpy()[order]
@@ -32,30 +99,33 @@ def fastest_under(
     power_cap_w: float,
     margin_w: float = 0.0,
     k_sigma: float = 0.0,
-    time: str = "time_ms",
-    power: str = "power_w",
+    time: str | None = None,
+    power: str = POWER_COLUMN,
 ) -> pd.Series:
     """The fastest row whose predicted power + ``margin_w`` + ``k_sigma`` x ``power_w_std``
     stays within ``power_cap_w``.
 
-    ``time`` may name any cost column to minimise (e.g. a time-to-accuracy column). With
+    ``time`` may name any cost column to minimise (e.g. a time-to-accuracy column); by
+    default the table's time column (``time_ms`` per minibatch or ``epoch_s``). With
     ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Raises
     :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
     """
     power_cap_w = _number("power_cap_w", power_cap_w, positive=True)
     margin_w = _number("margin_w", margin_w)
     k_sigma = _number("k_sigma", k_sigma)
-    cols = [time, power] + (["power_w_std"] if k_sigma > 0 else [])
-    if k_sigma > 0 and "power_w_std" not in est.columns:
-        raise DataError("k_sigma > 0 needs a 'power_w_std' column (predict with a Predictor)")
+    time = time or time_column(est)
+    spread = f"{power}_std"
+    cols = [time, power] + ([spread] if k_sigma > 0 else [])
+    if k_sigma > 0 and spread not in est.columns:
+        raise DataError(f"k_sigma > 0 needs a '{spread}' column (predict with a Predictor)")
     df = check_columns(est, cols, source="fastest_under", positive=[time, power])
     guard = df[power] + margin_w
     if k_sigma > 0:
-        std = df["power_w_std"]
+        std = df[spread]
         if (std < 0).any():
             i = int(np.flatnonzero((std < 0).to_numpy())[0])
             raise DataError(
-                f"fastest_under: row {i + 1}, column 'power_w_std': {std.iloc[i]!r} is "
+                f"fastest_under: row {i + 1}, column '{spread}': {std.iloc[i]!r} is "
                 "negative; a spread must be >= 0"
             )
         guard = guard + k_sigma * std

@@ -17,12 +17,25 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError, NoFeasibleModeError
-from .optimise import fastest_under, pareto_front
-from .schema import MODE_COLUMNS, TARGET_COLUMNS, check_columns
+from .optimise import columns_of, fastest_under, pareto_front
+from .schema import check_columns
 
 
 def _keys(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return df[list(columns)].round(3).astype(str).agg("/".join, axis=1)
+
+
+def _knobs(table: pd.DataFrame, columns: Sequence[str] | None, what: str) -> list[str]:
+    """The configuration columns: as given, else the knobs of the table's device."""
+    if columns is not None:
+        return list(columns)
+    knobs = columns_of(table).knobs
+    if not knobs:
+        raise DataError(
+            f"{what}: cannot tell which columns are the device's knobs (found "
+            f"{', '.join(map(str, table.columns))}); pass columns=[...]"
+        )
+    return list(knobs)
 
 
 def refine_modes(
@@ -30,7 +43,7 @@ def refine_modes(
     n: int,
     power_range: tuple[float, float],
     exclude: pd.DataFrame | None = None,
-    columns: Sequence[str] = MODE_COLUMNS,
+    columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The ``n`` modes most worth profiling next, from a model's ``estimates``.
 
@@ -38,13 +51,17 @@ def refine_modes(
     ``power_range`` (watts), then — if those coincide — more modes of the predicted
     Pareto front inside the range, from the middle outwards. Modes in ``exclude``
     (already profiled) are skipped. Returns rows of ``estimates`` (at most ``n``).
+    ``columns`` (what makes a mode) default to the device's knobs; the time column is
+    the table's (``time_ms`` per minibatch or ``epoch_s``).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise DataError(f"n must be a positive integer, got {n!r}")
     lo, hi = (float(v) for v in power_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
         raise DataError(f"power_range must be two positive watts, low <= high; got {power_range!r}")
-    est = check_columns(estimates, [*columns, *TARGET_COLUMNS], source="refine_modes")
+    columns = _knobs(estimates, columns, "refine_modes")
+    cols = columns_of(estimates)
+    est = check_columns(estimates, [*columns, cols.time, cols.power], source="refine_modes")
     keys = _keys(est, columns)
     taken = set() if exclude is None else set(_keys(exclude, columns))
     chosen: list = []
@@ -62,7 +79,8 @@ def refine_modes(
             continue
     if len(chosen) < n:
         front = pareto_front(est)
-        inside = front[(front.power_w >= lo) & (front.power_w <= hi)]
+        power = front[cols.power]
+        inside = front[(power >= lo) & (power <= hi)]
         mid = len(inside) // 2
         order = sorted(range(len(inside)), key=lambda i: abs(i - mid))
         for i in order:
@@ -77,20 +95,21 @@ def with_observed(
     ``samples`` in place of the prediction (and a zero spread: it was measured).
 
     Why: a pick among profiled candidates should rest on what the board showed, not on
-    a model that smooths over it.
+    a model that smooths over it. ``columns`` default to the device's knobs (plus the
+    batch size when both tables have it); the targets are the table's time and power.
     """
     if columns is None:  # the batch size is part of a configuration when both tables have it
         both = "batch_size" in estimates.columns and "batch_size" in samples.columns
-        columns = (*MODE_COLUMNS, "batch_size") if both else MODE_COLUMNS
-    cols = [*columns, *TARGET_COLUMNS]
+        columns = [*_knobs(estimates, None, "with_observed"), *(["batch_size"] if both else [])]
+    found = columns_of(estimates)
+    targets = [found.time, found.power]
+    cols = [*columns, *targets]
     check_columns(samples, cols, source="with_observed: samples")
     out = estimates.copy()
-    measured = (
-        samples.assign(_key=_keys(samples, columns)).groupby("_key")[list(TARGET_COLUMNS)].mean()
-    )
+    measured = samples.assign(_key=_keys(samples, columns)).groupby("_key")[targets].mean()
     keys = _keys(out, columns)
     hit = keys.isin(measured.index).to_numpy()
-    for c in TARGET_COLUMNS:
+    for c in targets:
         out.loc[hit, c] = measured.loc[keys[hit], c].to_numpy()
         std = f"{c}_std"
         if std in out.columns:

@@ -4,7 +4,9 @@ under a power cap ("Accelerated training on low-power edge devices", eq. 1-2).
 Why: a power mode picked for one batch size is not the fastest way to a trained model.
 Time to accuracy is time per sample x samples to target: TT_acc(b, mode) =
 time_ms(b, mode) / b x N(b), where N(b) comes from the r vector (its ``samples``
-column when given, else r itself, which only ranks and cannot meet a deadline).
+column when given, else r itself, which only ranks and cannot meet a deadline). A
+per-epoch table (a GPU corpus: ``epoch_s``) takes epochs to target instead:
+TT_acc = epoch_s x epochs(b), from an r with an ``epochs`` column (else r, to rank).
 """
 
 from __future__ import annotations
@@ -14,16 +16,24 @@ import pandas as pd
 
 from .batch_efficiency import load_r
 from .errors import DataError, NoFeasibleModeError
-from .optimise import _number, fastest_under
+from .optimise import _number, columns_of, fastest_under
 
 OBJECTIVES = ("time", "energy")
 
 
-def time_to_accuracy(estimates: pd.DataFrame, r) -> pd.DataFrame:
-    """``estimates`` plus ``tt_acc`` (seconds when r has samples, else relative units)
-    and ``energy_acc`` (J, or relative), for every row whose batch size r covers."""
+def time_to_accuracy(estimates: pd.DataFrame, r, time: str | None = None) -> pd.DataFrame:
+    """``estimates`` plus ``tt_acc`` (seconds when r is absolute, else relative units)
+    and ``energy_acc`` (J, or relative), for every row whose batch size r covers.
+
+    ``time`` is the table's time column: ``time_ms`` per minibatch (absolute with an r
+    of ``samples``) or ``epoch_s`` per epoch (absolute with an r of ``epochs``)."""
     if "batch_size" not in estimates.columns:
         raise DataError("estimates need a batch_size column to join with the r vector")
+    cols = columns_of(estimates)
+    time = time or cols.time
+    if time not in estimates.columns:
+        raise DataError(f"estimates have no time column '{time}' (found "
+                        f"{', '.join(map(str, estimates.columns))})")  # fmt: skip
     rv = load_r(r)
     have = set(rv.batch_size)
     sizes = set(estimates["batch_size"].astype(int))
@@ -33,12 +43,27 @@ def time_to_accuracy(estimates: pd.DataFrame, r) -> pd.DataFrame:
             f"the r vector has no entry for batch size(s) {missing} of the estimates "
             f"(r covers {sorted(have)})"
         )
-    n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]
     b = estimates["batch_size"].astype(int)
-    per_sample_s = estimates["time_ms"].astype(float) / 1e3 / b
-    tt = per_sample_s * b.map(n).astype(float).to_numpy()
+    t = estimates[time].astype(float)
+    per_epoch = time == "epoch_s"
+    if per_epoch:  # epochs to target when known, else r (proportional to it)
+        n = rv.set_index("batch_size")["epochs" if "epochs" in rv.columns else "r"]
+        tt = t * b.map(n).astype(float).to_numpy()
+    else:
+        if "epochs" in rv.columns:
+            raise DataError(
+                f"an r in epochs needs per-epoch times (epoch_s); these estimates have "
+                f"{time!r} per minibatch: give r as samples (or r) to target"
+            )
+        n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]
+        tt = t / 1e3 / b * b.map(n).astype(float).to_numpy()
     out = estimates.assign(tt_acc=tt.to_numpy())
-    return out.assign(energy_acc=out["tt_acc"] * out["power_w"].astype(float))
+    return out.assign(energy_acc=out["tt_acc"] * out[cols.power].astype(float))
+
+
+def _absolute(rv: pd.DataFrame, time: str) -> bool:
+    """Whether r gives time to accuracy in seconds for this time column."""
+    return ("epochs" if time == "epoch_s" else "samples") in rv.columns
 
 
 def select(
@@ -53,20 +78,23 @@ def select(
     """The (batch size, power mode) row minimising time (or energy) to accuracy whose
     predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
 
-    ``deadline_s`` (needs r with absolute ``samples``) keeps only rows that reach the
-    target in time — with ``objective="energy"`` the cheapest way to finish by then.
+    ``deadline_s`` (needs r with absolute ``samples``, or ``epochs`` for a per-epoch
+    table) keeps only rows that reach the target in time — with ``objective="energy"``
+    the cheapest way to finish by then.
     Ties are broken by lower power, then smaller batch size, then the row order, so the
     same input always gives the same pick. Raises :class:`NoFeasibleModeError` naming
     the lowest reachable power when nothing fits.
     """
     if objective not in OBJECTIVES:
         raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    cols = columns_of(estimates)
     est = time_to_accuracy(estimates, r)
     if deadline_s is not None:
         deadline_s = _number("deadline_s", deadline_s, positive=True)
-        if "samples" not in load_r(r).columns:
+        if not _absolute(load_r(r), cols.time):
+            need = "epochs" if cols.time == "epoch_s" else "samples"
             raise DataError(
-                "deadline_s needs absolute samples to target (an r with a 'samples' column)"
+                f"deadline_s needs absolute {need} to target (an r with a '{need}' column)"
             )
         est = est[est["tt_acc"] <= deadline_s]
         if est.empty:
@@ -75,8 +103,9 @@ def select(
             )
     cost = "tt_acc" if objective == "time" else "energy_acc"
     # deterministic ties: cost, then power, then batch size, then the original order
-    keys = (est["batch_size"].to_numpy(), est["power_w"].to_numpy(), est[cost].to_numpy())
+    keys = (est["batch_size"].to_numpy(), est[cols.power].to_numpy(), est[cost].to_numpy())
     order = np.lexsort((np.arange(len(est)), *keys))
     return fastest_under(
-        est.iloc[order], power_cap_w, margin_w=margin_w, k_sigma=k_sigma, time=cost
-    )
+        est.iloc[order], power_cap_w, margin_w=margin_w, k_sigma=k_sigma, time=cost,
+        power=cols.power,
+    )  # fmt: skip

@@ -62,11 +62,19 @@ def test_demo_page_shows_exact_frequencies_batch_size_and_spread(demo):
     html = (demo / "report.html").read_text()
     front = pd.read_csv(demo / "pareto_front.csv")
     assert "data:image/png;base64," in html and "Pareto front" in html
-    for col in ("batch_size", "time_ms_std", "power_w_std"):
-        assert f"<th>{col}</th>" in html
+    for col in ("batch size", "± time (ms)", "± power (W)", "CPU (MHz)"):
+        assert f"<th>{col}</th>" in html  # columns named for people
     for value in set(front["cpu_mhz"]) | set(front["mem_mhz"]):
-        assert f"<td>{value:.10g}</td>" in html  # e.g. 1036.8, never 1037
+        assert f'<td class="num">{value:.10g}</td>' in html  # e.g. 1036.8, never 1037
     assert any(v != round(v) for v in front["cpu_mhz"])  # the check above had teeth
+
+
+def test_demo_under_a_cap_nothing_fits_says_so_in_one_line(tmp_path, capsys):
+    out = tmp_path / "d"
+    assert main(["demo", "--power-cap", "5", "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no configuration fits under 5 W" in err
+    assert not out.exists()  # refused before any work or any file
 
 
 def test_demo_says_every_file_it_wrote(tmp_path, capsys):

@@ -12,9 +12,9 @@ import pytest
 import powertrain as pt
 from powertrain.cli import main
 from powertrain.errors import PowerTrainError, SpecError
-from powertrain.fleet_cases import steps_per_epoch
-from powertrain.fleet_report import ReportError, connect
-from powertrain.fleet_spec import load_spec, parse_spec
+from powertrain.report.cases import steps_per_epoch
+from powertrain.report.folder import ReportError, connect
+from powertrain.report.spec import load_spec, parse_spec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet.toml"
 
@@ -142,10 +142,13 @@ def test_cli_report_lists_every_file_it_wrote(tmp_path, capsys):
     spec.write_text(SMALL.replace('["time", "energy"]', '["time"]'))
     out = tmp_path / "out"
     assert main(["report", str(spec), "-o", str(out), "-j", "1"]) == 0
-    line = capsys.readouterr().out.strip().splitlines()[-1]
+    captured = capsys.readouterr()
+    assert captured.out == ""  # status and the 'wrote' line go to stderr
+    line = captured.err.strip().splitlines()[-1]
     assert line.startswith("wrote ")
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    written -= {"cases/orin-agx_mobilenetv3_bs16_time/.done"}  # the resume marker
+    # the resume and ownership markers
+    written -= {"cases/orin-agx_mobilenetv3_bs16_time/.done", ".powertrain-report"}
     for rel in written:
         name = rel.rsplit("/", 1)[-1]
         assert name in line, f"{rel} written but not listed: {line}"

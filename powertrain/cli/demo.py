@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-import warnings
 from pathlib import Path
 
 #: the Pareto table: the configuration exactly, the prediction and its 1-sigma spread
@@ -21,109 +19,95 @@ FRONT_COLUMNS = [
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import base64
+
     import numpy as np
     import pandas as pd
 
-    from .. import (
-        Predictor,
-        Twin,
-        fastest_under,
-        get_device,
-        pareto_front,
-        profile,
-        refine_modes,
-        with_observed,
-    )
+    from .. import get_device
+    from ..errors import NoFeasibleModeError
     from ..evaluate import cap_sweep
-    from ..figures import figure_png, new_figure, plot_time_power, write_html
-    from ..metrics import mape, time_penalty_pct
+    from ..metrics import mape
+    from ..report.figures import figure_png, new_figure, plot_time_power
+    from ..report.pages import case_page_html, table_html
+    from ..twin import Twin
+    from ..workflow import decide, run_case
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     dev = get_device(args.device)
-    twin = Twin(dev.spec, args.workload, seed=args.seed)
     say = print if not args.quiet else (lambda *a, **k: None)
+    modes = dev.power_modes()
+    lowest = Twin(dev.spec, args.workload, seed=args.seed).expected(modes, args.batch_size)
+    if not (lowest["power_w"] <= args.power_cap).any():  # say so before minutes of work
+        raise NoFeasibleModeError(
+            f"no configuration fits under {args.power_cap:g} W: the lowest power of any "
+            f"{dev.name} mode for {args.workload} is {lowest['power_w'].min():.1f} W"
+        )
+    out.mkdir(parents=True, exist_ok=True)
 
     n_refine = min(args.refine, max(args.samples - 10, 0))
     n_random = args.samples - n_refine
+    lo, hi = args.sweep
     say(
-        f"1. profiling {n_random} random modes of {args.workload} (batch {args.batch_size}) "
-        f"on the {dev.name} digital twin ..."
+        f"profiling {n_random} random modes of {args.workload} (batch {args.batch_size}) on "
+        f"the {dev.name} digital twin, transferring {args.reference}"
+        + (f", then profiling the {n_refine} modes it would pick under {lo:g}-{hi:g} W" if
+           n_refine else "")
+        + f", and predicting all {len(modes):,} modes ..."
+    )  # fmt: skip
+    run = run_case(
+        dev,
+        args.workload,
+        batch_size=args.batch_size,
+        reference=args.reference,
+        n_samples=args.samples,
+        refine=n_refine,
+        refine_range=(lo, hi),
+        modes=modes,
+        observed=True,  # profiled modes at what the board measured
+        truth=True,
+        seed=args.seed,
+        progress=None if not args.quiet else False,
     )
-    modes = dev.power_modes()
-    picked = dev.sample(n_random, seed=args.seed)
-    samples = profile(
-        twin, picked, batch_size=args.batch_size, progress=None if not args.quiet else False
-    )
-
-    say(f"2. transferring the reference model {args.reference} ...")
-    t0 = time.perf_counter()
-    ref = Predictor.from_pretrained(args.reference)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = ref.transfer(samples)
-        if n_refine:
-            # spend the rest of the budget on the modes this model would pick
-            first = model.predict(modes, batch_size=args.batch_size)
-            lo, hi = args.sweep
-            extra = refine_modes(first, n_refine, (lo, hi), exclude=samples)
-            say(f"   profiling the {len(extra)} modes it would pick under {lo:g}-{hi:g} W ...")
-            more = profile(
-                twin, extra[list(modes.columns)], batch_size=args.batch_size, progress=False
-            )
-            samples = pd.concat([samples, more], ignore_index=True)
-            model = ref.transfer(samples)
-    for w in {str(w.message) for w in caught}:  # e.g. modes outside the reference's grid
-        say(f"   note: {w}")
-    t_transfer = time.perf_counter() - t0
+    for note in run.notes:  # e.g. modes outside the reference's grid
+        say(f"   note: {note}")
+    samples, est, truth, front = run.samples, run.estimates, run.truth, run.front
+    assert truth is not None
     samples.to_csv(out / "samples.csv", index=False)
-    profiled_min = samples["profile_s"].sum() / 60
-    say(
-        f"   {len(samples)} modes measured ({n_random} random + {len(samples) - n_random} "
-        f"refined); that would take {profiled_min:.1f} min on the board"
-    )
-
-    say(f"3. predicting all {len(modes):,} modes ...")
-    t0 = time.perf_counter()
-    est = model.predict(modes, batch_size=args.batch_size)
-    t_predict = time.perf_counter() - t0
-    est = with_observed(est, samples)  # profiled modes at what the board measured
     est.to_csv(out / "estimates.csv", index=False)
-    truth = twin.expected(modes, batch_size=args.batch_size)
-    err_t = mape(truth["time_ms"], est["time_ms"])
-    err_p = mape(truth["power_w"], est["power_w"])
-
-    front = pareto_front(est)
     front.to_csv(out / "pareto_front.csv", index=False)
-    mode_cols = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+    profiled_min = samples["profile_s"].sum() / 60
     feasible_truth = truth[truth["power_w"] <= args.power_cap]
     optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
     summary = {
         "device / workload": f"{dev.name} / {args.workload} (batch {args.batch_size})",
-        "profiled modes": f"{len(samples)} ({profiled_min:.1f} min of board time)",
+        "profiled modes": f"{len(samples)} ({n_random} random + {len(samples) - n_random} "
+        f"refined; {profiled_min:.1f} min of board time)",
         "reference model": args.reference,
-        "transfer time": f"{t_transfer:.2f} s",
-        f"predict {len(modes):,} modes": f"{t_predict:.3f} s",
-        "time MAPE (all modes vs twin)": f"{err_t:.1f} %",
-        "power MAPE (all modes vs twin)": f"{err_p:.1f} %",
+        "transfer time": f"{run.seconds['transfer']:.2f} s",
+        f"predict {len(modes):,} modes": f"{run.seconds['predict']:.3f} s",
+        "time MAPE (all modes vs twin)": f"{mape(truth['time_ms'], est['time_ms']):.1f} %",
+        "power MAPE (all modes vs twin)": f"{mape(truth['power_w'], est['power_w']):.1f} %",
         "Pareto front": f"{len(front)} modes",
         "power cap": f"{args.power_cap:g} W",
         "true optimum under cap": f"{optimum['time_ms']:.1f} ms at {optimum['power_w']:.1f} W",
     }
     # the plain pick, and one that keeps a margin of k predicted standard deviations
+    picks = []
     for label, k in (("chosen", 0.0), (f"chosen with {args.k_sigma:g} sigma margin", args.k_sigma)):
-        pick = fastest_under(est, power_cap_w=args.power_cap, k_sigma=k)
-        true = truth.loc[pick.name]  # est and truth keep the index of `modes`
-        penalty = time_penalty_pct(true["time_ms"], optimum["time_ms"])
-        summary[label] = ", ".join(f"{c}={pick[c]:.10g}" for c in mode_cols)
+        pick = decide(est, [args.power_cap], k_sigma=k, truth=truth, model=run.model).iloc[0]
+        if not pick["feasible"]:
+            raise NoFeasibleModeError(
+                f"no configuration is predicted to fit under {args.power_cap:g} W"
+                + (f" with a {k:g} sigma margin" if k else "")
+            )
+        picks.append(pick.rename(label))
+        summary[label] = ", ".join(f"{c}={pick[c]:.10g}" for c in dev.knobs)
         summary[f"{label}: predicted"] = f"{pick['time_ms']:.1f} ms at {pick['power_w']:.1f} W"
         summary[f"{label}: true"] = (
-            f"{true['time_ms']:.1f} ms at {true['power_w']:.1f} W "
-            f"({penalty:+.1f} % time vs optimum, {true['power_w'] - args.power_cap:+.1f} W vs cap)"
+            f"{pick['true_time_ms']:.1f} ms at {pick['true_power_w']:.1f} W "
+            f"({pick['penalty_pct']:+.1f} % time vs optimum, {pick['over_cap_w']:+.1f} W vs cap)"
         )
-        if k == 0.0:
-            best = pick
-    lo, hi = args.sweep
     caps = [float(c) for c in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)]
     for label, k in (("plain", 0.0), (f"{args.k_sigma:g} sigma", args.k_sigma)):
         _, sweep = cap_sweep(est, truth, caps, k_sigma=k)
@@ -133,23 +117,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"A/L+1 {sweep['above_limit_1w_pct']:.0f} % of {sweep['caps']} caps"
         )
     ax = plot_time_power(
-        ax=new_figure()[1],
-        est=est,
+        est,
         front=front,
-        chosen=best,
+        chosen=picks[0],
         power_cap_w=args.power_cap,
         truth=truth,
+        samples=samples,
         title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes",
+        ax=new_figure()[1],
     )
     png = figure_png(ax)
     (out / "time_power.png").write_bytes(png)
-    write_html(
-        out / "report.html",
+    table = pd.DataFrame(picks).rename_axis("pick").reset_index()
+    shown = ["pick", "power_cap_w", *dev.knobs, "batch_size", "time_ms", "time_ms_std",
+             "power_w", "power_w_std", "true_time_ms", "true_power_w", "over_cap_w",
+             "penalty_pct"]  # fmt: skip
+    page = case_page_html(
         f"PowerTrain demo: {dev.name} / {args.workload}",
         summary,
-        png,
-        front[[c for c in FRONT_COLUMNS if c in front.columns]],
-    )
+        "data:image/png;base64," + base64.b64encode(png).decode(),
+        "Grey: what the twin truly does; blue: predicted for every mode; green: the profiled "
+        "modes; orange: the predicted Pareto front; red: the cap and the pick.",
+        table[[c for c in shown if c in table.columns]],
+        sections=[("Pareto front", table_html(front[[c for c in FRONT_COLUMNS
+                                                     if c in front.columns]]))],
+    )  # fmt: skip
+    (out / "report.html").write_text(page)
     width = max(map(len, summary))
     for k, v in summary.items():
         say(f"   {k:<{width}}  {v}")

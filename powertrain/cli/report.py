@@ -17,13 +17,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")  # the CLI, not the library, picks the backend
 
-    from ..fleet_report import report
+    from ..report import report
 
     def interrupted(signum, frame):  # a `kill` stops the workers too, as Ctrl-C does
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
+
+    def say(msg: str) -> None:  # status to stderr, like every other command
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
     result = report(
         args.spec,
         args.out,
@@ -31,6 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         n_jobs=args.jobs,
         log=say,
+        max_cases=args.max_cases,
     )
     n_cases = len(result.computed) + len(result.reused)
     names = sorted({p.name for p in result.files if p.parent.parent.name == "cases"})
@@ -38,7 +43,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(
         f"wrote {result.index}, {result.out / 'report.json'} and {len(result.computed)} case "
         f"folder(s) {result.out}/cases/CASE/ each with {per_case} "
-        f"({len(result.files)} files; {len(result.reused)} of {n_cases} cases reused)"
+        f"({len(result.files)} files; {len(result.reused)} of {n_cases} cases reused)",
+        file=sys.stderr,
     )
     return 0
 
@@ -65,6 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "-j", "--jobs", type=int, default=None, help="local parallel jobs (default: every core)"
+    )
+    p.add_argument(
+        "--max-cases",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run a spec of more than 500 cases (it is refused with a time estimate otherwise)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the 'wrote' line")
     p.set_defaults(func=cmd_report)

@@ -3,9 +3,11 @@
 Why: a fleet report takes minutes to hours, so it must survive interruption (each case
 folder appears atomically with a done marker; a rerun skips finished cases), must not
 clobber someone's folder by accident (an existing folder is refused unless it is this
-spec's unfinished report, or ``overwrite``), and must scale past one machine (the same
-cases run on a Dask cluster with ``scheduler=``). Workers only compute; this process
-writes, so a remote cluster needs no shared disk.
+spec's unfinished report, or ``overwrite`` of a folder this package wrote, recognised by
+its marker file; even then only the files it wrote are removed), must not start a week
+of work by a typo (a spec over ``max_cases`` is refused with an estimate), and must
+scale past one machine (the same cases run on a Dask cluster with ``scheduler=``).
+Workers only compute; this process writes, so a remote cluster needs no shared disk.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .errors import PowerTrainError
-from .fleet_cases import CaseResult, run_group
-from .fleet_html import CASE_FILES, case_files, index_page
-from .fleet_spec import Case, FleetSpec, load_spec
+from ..errors import PowerTrainError
+from .cases import CaseResult, run_group
+from .pages import CASE_FILES, case_files, index_page
+from .spec import Case, FleetSpec, load_spec
 
 STATE_FILE = "report.json"
 DONE_MARKER = ".done"
+#: written first into every report folder this package makes; --overwrite needs it
+OWNER_MARKER = ".powertrain-report"
+#: a spec with more cases than this needs ``max_cases`` (``--max-cases``) raised
+MAX_CASES = 500
+#: seconds one case group takes on the twin on one core (measured, rounded up): estimates
+SECONDS_PER_GROUP = 20.0
 
 
 class ReportError(PowerTrainError, RuntimeError):
@@ -53,8 +61,9 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ReportError(f"report folder {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
+        ours = (out / OWNER_MARKER).is_file()
         try:
-            prior = json.loads(state.read_text()) if state.exists() else None
+            prior = json.loads(state.read_text()) if ours and state.exists() else None
         except (OSError, ValueError):
             prior = None
         resumable = (
@@ -62,11 +71,13 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
             and prior.get("spec_sha256") == _spec_digest(spec)
             and not prior.get("complete")
         )
+        if overwrite and not ours:
+            raise ReportError(
+                f"report folder {out} was not written by powertrain (no {OWNER_MARKER} "
+                "marker); --overwrite only replaces its own reports: choose another folder"
+            )
         if overwrite:
-            if prior is not None or state.exists():  # only ever delete our own files
-                shutil.rmtree(out / "cases", ignore_errors=True)
-                for name in ("index.html", STATE_FILE):
-                    (out / name).unlink(missing_ok=True)
+            _remove_own_files(out, prior)
         elif not resumable:
             why = "holds a finished report" if prior else "is not empty"
             raise ReportError(
@@ -75,6 +86,7 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
             )
     try:
         (out / "cases").mkdir(parents=True, exist_ok=True)
+        (out / OWNER_MARKER).write_text("written by powertrain report; do not edit\n")
         probe = out / f".write-test-{uuid.uuid4().hex}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -82,6 +94,37 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
             _write_state(out, spec, complete=False)
     except OSError as e:
         raise ReportError(f"cannot write report folder {out}: {e.strerror or e}") from None
+
+
+def _remove_own_files(out: Path, prior: dict | None) -> None:
+    """Remove what an earlier report wrote here: its index, state, and the case folders it
+    names that carry the done marker (or its own unfinished temporary folders)."""
+    cases = out / "cases"
+    names = set((prior or {}).get("cases", []))
+    if cases.is_dir():
+        for folder in cases.iterdir():
+            done = folder.name in names and (folder / DONE_MARKER).exists()
+            if folder.is_dir() and (done or folder.name.startswith(".tmp-")):
+                shutil.rmtree(folder)
+    for name in ("index.html", STATE_FILE):
+        (out / name).unlink(missing_ok=True)
+
+
+def check_size(spec: FleetSpec, max_cases: int | None, n_jobs: int | None) -> None:
+    """Refuse a spec over ``max_cases`` cases, saying how long it would take here."""
+    limit = MAX_CASES if max_cases is None else max_cases
+    n = spec.n_cases
+    if n <= limit:
+        return
+    groups = n // max(len(spec.objectives), 1)
+    cores = n_jobs if n_jobs and n_jobs > 0 else (os.cpu_count() or 1)
+    hours = groups * SECONDS_PER_GROUP / cores / 3600
+    where = spec.path or "the spec"
+    raise ReportError(
+        f"{where}: {n:,} cases is more than {limit:,}; on the twin that is about "
+        f"{hours:,.1f} h with {cores} core(s) (more with a profiling command). "
+        f"Pass --max-cases {n} (max_cases={n}) to run it"
+    )
 
 
 def _write_state(out: Path, spec: FleetSpec, complete: bool) -> None:
@@ -173,17 +216,22 @@ def report(
     scheduler: str | None = None,
     n_jobs: int | None = None,
     log: Callable[[str], None] | None = None,
+    max_cases: int | None = None,
 ) -> ReportResult:
     """Run every case of ``spec`` (a TOML file) and write the report folder ``out``.
 
     ``index.html`` holds one row per case; ``cases/CASE/`` its page, plots and CSVs.
     Finished cases of an interrupted run of the same spec are kept, not redone. With
     ``scheduler`` (a Dask address) the cases run on that cluster, else with joblib here
-    (``n_jobs``, default every core).
+    (``n_jobs``, default every core). A spec of more than ``max_cases`` cases (default
+    :data:`MAX_CASES`) is refused with an estimate of its run time. ``overwrite``
+    replaces only a report this package wrote (its marker file is there), and removes
+    only the files it wrote.
     """
     spec = load_spec(spec)
     out = Path(out)
     say = log or (lambda msg: None)
+    check_size(spec, max_cases, n_jobs)
     _prepare_folder(out, spec, overwrite)
     cases = spec.cases()
     reused = [c.case_id for c in cases if is_done(out, c)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
+from ..errors import SpecError
 
 try:  # Python 3.11+
     import tomllib
@@ -34,8 +34,10 @@ _TOP_KEYS = {
     "seed",
     "reference",
 }
-_WORKLOAD_KEYS = {"source", "samples_csv", "command"}
+_WORKLOAD_KEYS = {"source", "samples_csv", "command", "timeout_s"}
 _SOURCES = ("twin", "samples_csv", "command")
+#: how long a profiling ``command`` may run per case unless its ``timeout_s`` says otherwise
+COMMAND_TIMEOUT_S = 7200.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class WorkloadSource:
     kind: str  # "twin" | "samples_csv" | "command"
     path: Path | None = None
     command: str | None = None
+    timeout_s: float = COMMAND_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Case:
     samples: int
     seed: int
     reference: str | None
+    spec: str | None = None  # the spec file, named in the case's errors
 
     @property
     def case_id(self) -> str:
@@ -86,11 +90,17 @@ class FleetSpec:
     def cases(self) -> list[Case]:
         return [
             Case(d, w, b, o, self.workloads[w], self.power_caps, self.samples, self.seed,
-                 self.reference)
+                 self.reference, str(self.path) if self.path else None)
             for d, w, b, o in itertools.product(
                 self.devices, self.workloads, self.batch_sizes, self.objectives
             )
         ]  # fmt: skip
+
+    @property
+    def n_cases(self) -> int:
+        """How many cases :meth:`cases` expands to (without building them)."""
+        n = len(self.devices) * len(self.workloads)
+        return n * len(self.batch_sizes) * len(self.objectives)
 
 
 def _line_of(text: str, key: str, table: str | None = None) -> int | None:
@@ -161,6 +171,17 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
                 key, f"is not a known key (known: {', '.join(sorted(_WORKLOAD_KEYS))})", table
             )
     given = [k for k in ("samples_csv", "command") if k in entry]
+    timeout = entry.get("timeout_s", COMMAND_TIMEOUT_S)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < float("inf")
+    ):
+        raise where.error(
+            "timeout_s", f"must be a positive number of seconds, got {timeout!r}", table
+        )
+    if "timeout_s" in entry and "command" not in entry:
+        raise where.error("timeout_s", "only applies to a profiling command", table)
     source = entry.get("source", given[0] if given else "twin")
     if source not in _SOURCES:
         raise where.error("source", f"must be one of {', '.join(_SOURCES)}, got {source!r}", table)
@@ -172,7 +193,7 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
     if not isinstance(value, str) or not value.strip():
         raise where.error(source, "must be a non-empty string", table)
     if source == "command":
-        return WorkloadSource("command", command=value)
+        return WorkloadSource("command", command=value, timeout_s=float(timeout))
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
     try:
@@ -187,7 +208,7 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
 
 def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> FleetSpec:
     """Validate a spec's TOML ``text``; every error names ``source``, the key and its line."""
-    from .specs import device_names, workload_names
+    from ..specs import device_names, workload_names
 
     try:
         data = tomllib.loads(text)
@@ -200,6 +221,7 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
     for key in ("devices", "workloads", "batch_sizes", "power_caps"):
         if key not in data:
             raise SpecError(f"{source}: missing required key '{key}'")
+    base = base if base is not None else Path.cwd()
     devices = _names(where, data, "devices", device_names())
     workloads_raw = data["workloads"]
     if isinstance(workloads_raw, list):  # a list of names: every one on the twin
@@ -207,7 +229,6 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
     if not isinstance(workloads_raw, dict) or not workloads_raw:
         raise where.error("workloads", "must be a list of names or [workloads.NAME] tables")
     known_w = workload_names()
-    base = base if base is not None else Path.cwd()
     workloads = {}
     for name, entry in workloads_raw.items():
         if name not in known_w:
@@ -229,6 +250,11 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
     reference = data.get("reference")
     if reference is not None and not isinstance(reference, str):
         raise where.error("reference", f"must be a model name or folder, got {reference!r}")
+    if reference is not None:  # a folder beside the spec, as samples_csv; else a shipped name
+        folder = Path(reference).expanduser()
+        folder = folder if folder.is_absolute() else base / folder
+        if folder.is_dir():
+            reference = str(folder)
     title = data.get("title", "PowerTrain fleet report")
     if not isinstance(title, str):
         raise where.error("title", f"must be a string, got {title!r}")

@@ -1,0 +1,242 @@
+"""One case end to end: profile -> transfer -> predict -> decide.
+
+Why: the demo, the fleet report and the benchmarks all ask the same question of one
+device, workload and batch size — profile a few dozen modes, transfer a reference model
+to them, predict every mode, and pick the fastest configuration under each power cap.
+Written once here, a change to the recipe (a refinement step, a transfer setting)
+reaches all of them, and their figures stay comparable.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from .devices import Device, get_device
+from .errors import DataError, NoFeasibleModeError
+from .metrics import time_penalty_pct
+from .optimise import columns_of, fastest_under, pareto_front
+
+
+@dataclass
+class CaseRun:
+    """What :func:`run_case` did and found, as tables."""
+
+    device: Device
+    workload: str
+    batch_size: int
+    reference: str
+    samples: pd.DataFrame  # every profiled mode (random, then refined)
+    model: Any  # the transferred Predictor
+    estimates: pd.DataFrame  # every mode of ``modes``, predicted
+    front: pd.DataFrame  # the predicted Pareto front
+    picks: pd.DataFrame  # one row per power cap (see :func:`decide`)
+    truth: pd.DataFrame | None = None  # the twin's expected values, same rows (or None)
+    notes: list[str] = field(default_factory=list)  # warnings raised by the transfer
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
+
+    @property
+    def time(self) -> str:
+        """The time column the model predicts (``time_ms`` or ``epoch_s``)."""
+        return columns_of(self.estimates, self.model).time
+
+
+def best_reference(device: str, workload: str, override: str | None = None) -> str:
+    """The shipped reference to transfer from: the same device and workload if shipped,
+    else one on the same device (ResNet-18 first, the paper's choice), else the Orin AGX
+    ResNet-18 (the transfer then also crosses devices)."""
+    if override:
+        return override
+    from .predictor.model_io import pretrained_names
+
+    names = pretrained_names()
+    for name in (f"{device}/{workload}", f"{device}/resnet18"):
+        if name in names:
+            return name
+    same_device = sorted(n for n in names if n.split("/")[0] == device)
+    return same_device[0] if same_device else "orin-agx/resnet18"
+
+
+def load_reference(reference: Any) -> Any:
+    """A Predictor from a shipped model name, a model folder, or a Predictor as is."""
+    from .predictor import Predictor
+
+    if isinstance(reference, Predictor):
+        return reference
+    if Path(str(reference)).is_dir():
+        return Predictor.load(reference)
+    return Predictor.from_pretrained(str(reference))
+
+
+def decide(
+    estimates: pd.DataFrame,
+    power_caps: Sequence[float],
+    cost: str | None = None,
+    k_sigma: float = 0.0,
+    truth: pd.DataFrame | None = None,
+    model: Any = None,
+    also: Sequence[str] = (),
+) -> pd.DataFrame:
+    """The pick under each cap: the row of ``estimates`` minimising ``cost`` (default: the
+    time column) whose power + ``k_sigma`` spreads fits the cap.
+
+    One row per cap: ``power_cap_w``, ``feasible``, the configuration, the predicted
+    time and power with their spreads, ``cost`` and the ``also`` columns; with ``truth``
+    (same index) also ``true_<column>`` for each of those it has, the pick's penalty against the
+    true optimum under the cap (``penalty_pct``, :func:`~powertrain.metrics.time_penalty_pct`)
+    and ``over_cap_w`` (true power minus the cap).
+    """
+    cols = columns_of(estimates, model)
+    cost = cost or cols.time
+    shown = [cols.time, f"{cols.time}_std", cols.power, f"{cols.power}_std"]
+    shown = list(dict.fromkeys([*shown, cost, *also]))
+    rows = []
+    for cap in power_caps:
+        row: dict[str, Any] = {"power_cap_w": float(cap)}
+        try:
+            pick = fastest_under(
+                estimates, float(cap), k_sigma=k_sigma, time=cost, power=cols.power
+            )
+        except NoFeasibleModeError:
+            rows.append({**row, "feasible": False})
+            continue
+        row["feasible"] = True
+        row.update({c: pick[c] for c in cols.config if c in pick.index})
+        row.update({c: pick[c] for c in shown if c in pick.index})
+        if truth is not None:
+            true = truth.loc[pick.name]
+            for c in shown:
+                if c in truth.columns and not c.endswith("_std"):
+                    row[f"true_{c}"] = true[c]
+            under = truth[truth[cols.power] <= cap]
+            if len(under) and cost in truth.columns:
+                row["penalty_pct"] = time_penalty_pct(true[cost], under[cost].min())
+            row["over_cap_w"] = float(true[cols.power]) - float(cap)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def profile_on_twin(
+    device: Device, workload: str, modes: pd.DataFrame, batch_size: int, seed: int = 0,
+    progress: bool | None = False,
+) -> pd.DataFrame:  # fmt: skip
+    """Profile ``modes`` on the device's digital twin (no hardware needed)."""
+    from .profiling.sweep import profile
+    from .twin import Twin
+
+    twin = Twin(device.spec, workload, seed=seed)
+    return profile(twin, modes[list(device.knobs)], batch_size=batch_size, progress=progress)
+
+
+def run_case(
+    device: str | Device,
+    workload: str,
+    *,
+    batch_size: int | None = None,
+    reference: Any = None,
+    samples: pd.DataFrame | None = None,
+    n_samples: int = 50,
+    refine: int = 0,
+    refine_range: tuple[float, float] | None = None,
+    modes: pd.DataFrame | None = None,
+    power_caps: Sequence[float] = (),
+    k_sigma: float = 0.0,
+    observed: bool = False,
+    truth: bool = False,
+    seed: int = 0,
+    random_state: int | None = None,
+    transfer_params: dict | None = None,
+    progress: bool | None = False,
+) -> CaseRun:
+    """Profile, transfer, predict and decide for one device, workload and batch size.
+
+    - **profile**: ``samples`` as given (a CSV, a board, a benchmark's draw), else
+      ``n_samples - refine`` random modes profiled on the digital twin (``seed``);
+    - **transfer** the ``reference`` (a shipped name, a model folder or a Predictor;
+      default :func:`best_reference`) to them, with ``random_state`` and
+      ``transfer_params`` passed on;
+    - **refine** (``refine`` > 0): profile on the twin the modes that first model would
+      pick across ``refine_range`` watts (:func:`~powertrain.refine.refine_modes`), then
+      transfer again on all samples;
+    - **predict** every mode of ``modes`` (default: all the device's power modes) at
+      ``batch_size`` (default: the workload's); with ``observed`` the profiled modes keep
+      their measured values (:func:`~powertrain.refine.with_observed`);
+    - **decide**: the predicted Pareto front and the pick under each of ``power_caps``
+      (:func:`decide`, with a ``k_sigma`` power margin); with ``truth`` the twin's
+      expected values score each pick.
+
+    Time and power columns are the model's targets, so a per-epoch GPU model works the
+    same way as a per-minibatch Jetson one (the twin steps need a twin of the device).
+    """
+    from .refine import refine_modes, with_observed
+    from .workloads import get_workload
+
+    dev = get_device(device)
+    if batch_size is None:
+        batch_size = int(get_workload(workload).default_batch_size)
+    if modes is None:
+        modes = dev.power_modes()
+    if refine and refine_range is None:
+        raise DataError("refine > 0 needs refine_range=(low, high) watts")
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if samples is None:
+        n_random = int(n_samples) - int(refine)
+        if n_random < 1:
+            raise DataError(f"n_samples ({n_samples}) must exceed refine ({refine})")
+        picked = dev.sample(n_random, seed=seed)
+        samples = profile_on_twin(dev, workload, picked, batch_size, seed, progress)
+    if reference is None:
+        reference = best_reference(dev.name, workload)
+    ref = load_reference(reference)
+    seconds["profile"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    kw = dict(transfer_params or {})
+    if random_state is not None:
+        kw["random_state"] = random_state
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ref.transfer(samples, **kw)
+        if refine:
+            first = model.predict(modes, batch_size=batch_size)
+            extra = refine_modes(first, int(refine), refine_range, exclude=samples)
+            more = profile_on_twin(dev, workload, extra, batch_size, seed)
+            samples = pd.concat([samples, more], ignore_index=True)
+            model = ref.transfer(samples, **kw)
+        seconds["transfer"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        est = model.predict(modes, batch_size=batch_size)
+        seconds["predict"] = time.perf_counter() - t0
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    if observed:
+        est = with_observed(est, samples)
+    expected = None
+    if truth:
+        from .twin import Twin
+
+        expected = Twin(dev.spec, workload, seed=seed).expected(modes, batch_size=batch_size)
+    front = pareto_front(est, time=columns_of(est, model).time)
+    picks = decide(est, power_caps, k_sigma=k_sigma, truth=expected, model=model)
+    name = reference if isinstance(reference, str) else type(reference).__name__
+    return CaseRun(
+        device=dev,
+        workload=workload,
+        batch_size=int(batch_size),
+        reference=str(name),
+        samples=samples,
+        model=model,
+        estimates=est,
+        front=front,
+        picks=picks,
+        truth=expected,
+        notes=notes,
+        seconds=seconds,
+    )
+
+
+__all__ = ["CaseRun", "best_reference", "decide", "load_reference", "run_case"]
