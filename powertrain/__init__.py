@@ -26,6 +26,7 @@ from .refine import refine_modes, with_observed
 from .selection import select, time_to_accuracy
 from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
 from .twin import Twin
+from .workflow import CaseRun, run_case
 from .workloads import get_workload
 
 
@@ -69,6 +70,8 @@ __all__ = [
     "refine_modes",
     "register_device",
     "report",
+    "run_case",
+    "CaseRun",
     "select",
     "time_to_accuracy",
     "with_observed",

@@ -35,7 +35,7 @@ class CaseRun:
     model: Any  # the transferred Predictor
     estimates: pd.DataFrame  # every mode of ``modes``, predicted
     front: pd.DataFrame  # the predicted Pareto front
-    picks: pd.DataFrame  # one row per power cap (see :func:`decide`)
+    picks: pd.DataFrame  # one row per power cap (see :func:`pick_per_cap`)
     truth: pd.DataFrame | None = None  # the twin's expected values, same rows (or None)
     notes: list[str] = field(default_factory=list)  # warnings raised by the transfer
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
@@ -73,7 +73,7 @@ def load_reference(reference: Any) -> Any:
     return Predictor.from_pretrained(str(reference))
 
 
-def decide(
+def pick_per_cap(
     estimates: pd.DataFrame,
     power_caps: Sequence[float],
     cost: str | None = None,
@@ -167,7 +167,7 @@ def run_case(
       ``batch_size`` (default: the workload's); with ``observed`` the profiled modes keep
       their measured values (:func:`~powertrain.refine.with_observed`);
     - **decide**: the predicted Pareto front and the pick under each of ``power_caps``
-      (:func:`decide`, with a ``k_sigma`` power margin); with ``truth`` the twin's
+      (:func:`pick_per_cap`, with a ``k_sigma`` power margin); with ``truth`` the twin's
       expected values score each pick.
 
     Time and power columns are the model's targets, so a per-epoch GPU model works the
@@ -221,7 +221,7 @@ def run_case(
 
         expected = Twin(dev.spec, workload, seed=seed).expected(modes, batch_size=batch_size)
     front = pareto_front(est, time=columns_of(est, model).time)
-    picks = decide(est, power_caps, k_sigma=k_sigma, truth=expected, model=model)
+    picks = pick_per_cap(est, power_caps, k_sigma=k_sigma, truth=expected, model=model)
     name = reference if isinstance(reference, str) else type(reference).__name__
     return CaseRun(
         device=dev,
@@ -239,4 +239,4 @@ def run_case(
     )
 
 
-__all__ = ["CaseRun", "best_reference", "decide", "load_reference", "run_case"]
+__all__ = ["CaseRun", "best_reference", "load_reference", "pick_per_cap", "run_case"]

@@ -31,7 +31,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..report.figures import figure_png, new_figure, plot_time_power
     from ..report.pages import case_page_html, table_html
     from ..twin import Twin
-    from ..workflow import decide, run_case
+    from ..workflow import pick_per_cap, run_case
 
     out = Path(args.out)
     dev = get_device(args.device)
@@ -95,7 +95,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # the plain pick, and one that keeps a margin of k predicted standard deviations
     picks = []
     for label, k in (("chosen", 0.0), (f"chosen with {args.k_sigma:g} sigma margin", args.k_sigma)):
-        pick = decide(est, [args.power_cap], k_sigma=k, truth=truth, model=run.model).iloc[0]
+        pick = pick_per_cap(est, [args.power_cap], k_sigma=k, truth=truth, model=run.model).iloc[0]
         if not pick["feasible"]:
             raise NoFeasibleModeError(
                 f"no configuration is predicted to fit under {args.power_cap:g} W"

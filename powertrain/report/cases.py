@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import DataError, PowerTrainError, ProfilingError
 from ..optimise import columns_of
-from ..workflow import best_reference, decide, run_case
+from ..workflow import best_reference, pick_per_cap, run_case
 from .spec import Case, WorkloadSource
 
 #: the column each objective minimises under a cap
@@ -169,7 +169,6 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
     first = cases[0]
     samples = case_samples(first)
     reference = best_reference(first.device, first.workload, first.reference)
-    ref_device = reference.split("/")[0] if "/" in reference else None
     run = run_case(
         first.device,
         first.workload,
@@ -179,8 +178,7 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
         n_samples=first.samples,
         truth=first.source.kind == "twin",
         seed=first.seed,
-        random_state=first.seed,
-        transfer_params={"loss": "mape" if ref_device not in (None, first.device) else "mse"},
+        random_state=first.seed,  # the loss follows the estimator: MAPE across devices
     )
     cols = columns_of(run.estimates, run.model)
     steps = steps_per_epoch(first.workload, first.batch_size)
@@ -193,7 +191,7 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
     results = []
     for case in cases:
         col = OBJECTIVE_COLUMN[case.objective]
-        picks = decide(
+        picks = pick_per_cap(
             est, case.power_caps, cost=col, truth=truth, model=run.model,
             also=("epoch_s", "epoch_kj"),
         )  # fmt: skip
