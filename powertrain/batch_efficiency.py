@@ -144,6 +144,23 @@ def _cache_key(meta: dict) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _check_runs(table: pd.DataFrame, meta: dict) -> None:
+    """A cache holds one positive whole count per batch size x seed it was made for: an
+    edited one (a negative count, a run missing) is not trusted."""
+    samples = pd.to_numeric(table["samples"], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(samples) & (samples > 0) & (samples == np.round(samples)))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"run {i + 1}: samples = {table['samples'].iloc[i]!r} is not a count > 0")
+    want = {(int(b), int(s)) for b in meta["batch_sizes"] for s in meta["seeds"]}
+    try:
+        have = [(int(b), int(s)) for b, s in zip(table["batch_size"], table["seed"])]
+    except (TypeError, ValueError):
+        raise ValueError("batch_size and seed must be integers") from None
+    if set(have) != want or len(have) != len(want):
+        raise ValueError("its runs are not one per batch size x seed of these settings")
+
+
 def _read_cache(path: Path, meta: dict) -> pd.DataFrame | None:
     if not path.is_file():
         return None
@@ -154,6 +171,7 @@ def _read_cache(path: Path, meta: dict) -> pd.DataFrame | None:
         table = pd.DataFrame(data["runs"])
         if not {"batch_size", "seed", "samples"} <= set(table.columns):
             raise ValueError("missing columns")
+        _check_runs(table, meta)
         return table
     except (ValueError, KeyError, TypeError) as e:
         warnings.warn(f"{path}: cache unusable ({e}); recomputing", stacklevel=3)
@@ -195,8 +213,12 @@ def r_vector(
         "target_accuracy": float(target_accuracy),
         "powertrain": __version__,
     }
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+        raise DataError(f"n_jobs must be an integer >= 1 or < 0 (-1: every core), got {n_jobs!r}")
     cache = None
     if cache_dir is not None:
+        if Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+            raise DataError(f"cache_dir {cache_dir}: is a file; the cache is a folder")
         cache = Path(cache_dir) / f"r_{_cache_key(meta)}.json"
     runs = _read_cache(cache, meta) if cache is not None else None
     if runs is None:

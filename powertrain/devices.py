@@ -7,7 +7,7 @@ frequency tables, a datacenter GPU's power limits) become modes.
 
 from __future__ import annotations
 
-import itertools
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -19,10 +19,33 @@ from .specs import DeviceSpec, SpecLike, load_device_spec
 _TOL = 1e-3  # MHz; tables are given to 0.1 kHz so this only absorbs float noise
 
 
-def _grid(tables: dict) -> pd.DataFrame:
-    rows = list(itertools.product(*tables.values()))
-    df = pd.DataFrame(rows, columns=list(tables), dtype=float)
-    return _integers(df)
+#: the most modes :meth:`Device.power_modes` builds as one table (5 columns of float64:
+#: about 0.4 GB at the limit); larger spaces are read in chunks with ``iter_power_modes``
+MAX_MODES = 10_000_000
+#: rows per chunk of :meth:`Device.iter_power_modes`
+CHUNK_MODES = 100_000
+
+
+def _size(tables: dict) -> int:
+    return int(np.prod([len(t) for t in tables.values()], dtype=object))
+
+
+def _decode(tables: dict, start: int, stop: int) -> pd.DataFrame:
+    """Rows ``start:stop`` of the knob tables' product (the last knob varying fastest, as
+    ``itertools.product`` orders it), decoded from their positions: no tuples built."""
+    axes = [np.asarray(t, dtype=float) for t in tables.values()]
+    pos = np.unravel_index(np.arange(start, stop, dtype=np.int64), [len(a) for a in axes])
+    return _integers(pd.DataFrame({c: a[p] for c, a, p in zip(tables, axes, pos)}))
+
+
+def _grid(tables: dict, what: str = "this mode space") -> pd.DataFrame:
+    n = _size(tables)
+    if n > MAX_MODES:
+        raise ModeError(
+            f"{what} has {n:,} modes, more than the {MAX_MODES:,} one table can hold; "
+            "read it in chunks (Device.iter_power_modes) or draw a sample (Device.sample)"
+        )
+    return _decode(tables, 0, n)
 
 
 def _integers(df: pd.DataFrame) -> pd.DataFrame:
@@ -61,8 +84,23 @@ class Device:
         return int(np.prod([len(t) for t in self.spec.knob_tables().values()], dtype=object))
 
     def power_modes(self) -> pd.DataFrame:
-        """Every combination of the knobs' values (Jetson: cores x CPU x GPU x memory)."""
-        return _grid(self.spec.knob_tables())
+        """Every combination of the knobs' values (Jetson: cores x CPU x GPU x memory).
+
+        Refuses (:class:`ModeError`, naming the size) a space of more than
+        :data:`MAX_MODES` modes: use :meth:`iter_power_modes` for those."""
+        return _grid(self.spec.knob_tables(), f"{self.name}'s power-mode space")
+
+    def iter_power_modes(self, chunk: int = CHUNK_MODES) -> Iterator[pd.DataFrame]:
+        """The rows of :meth:`power_modes`, in the same order, ``chunk`` at a time: bounded
+        memory at any size (each chunk's index continues the previous one's)."""
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise DataError(f"chunk must be an integer >= 1, got {chunk!r}")
+        tables = self.spec.knob_tables()
+        n = _size(tables)
+        for start in range(0, n, chunk):
+            df = _decode(tables, start, min(start + chunk, n))
+            df.index = pd.RangeIndex(start, start + len(df))
+            yield df
 
     def profiling_grid(self) -> pd.DataFrame:
         """The subset a reference corpus profiles (Orin AGX: the paper's 4,368 modes).
@@ -72,7 +110,7 @@ class Device:
         g = self.spec.profiling_grid
         if not g:
             return self.power_modes()
-        df = _grid({k: g[k] for k in self.knobs})
+        df = _grid({k: g[k] for k in self.knobs}, f"{self.name}'s profiling grid")
         return self.validate(df, source=f"{self.name} profiling_grid")
 
     def presets(self) -> pd.DataFrame:
@@ -104,15 +142,13 @@ class Device:
             tables = self.spec.knob_tables()
             axes = [np.asarray(t, dtype=float) for t in tables.values()]
             total = int(np.prod([len(a) for a in axes], dtype=object))
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= total:
-                raise ValueError(f"n must be an integer in 1..{total}, got {n!r}")
+            self._check_draw(n, seed, total)
             idx = np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
             pos = np.unravel_index(idx, [len(a) for a in axes])
             out = pd.DataFrame({c: a[p] for c, a, p in zip(tables, axes, pos)})
             return _integers(out)
         pool = self.power_modes() if modes is None else modes.reset_index(drop=True)
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= len(pool):
-            raise ValueError(f"n must be an integer in 1..{len(pool)}, got {n!r}")
+        self._check_draw(n, seed, len(pool))
         rng = np.random.default_rng(seed)
         if not stratified:
             idx = rng.choice(len(pool), size=n, replace=False)
@@ -127,6 +163,16 @@ class Device:
                 if queues[k] and len(chosen) < n:
                     chosen.append(int(queues[k].pop()))
         return pool.iloc[np.sort(chosen)].reset_index(drop=True)
+
+    def _check_draw(self, n: object, seed: object, total: int) -> None:
+        """A draw of ``n`` distinct modes out of ``total`` with a usable ``seed``."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < n <= total:
+            raise DataError(
+                f"n={n!r}: a sample needs 1..{total:,} distinct modes ({self.name} has "
+                f"{total:,} power modes{'' if total == self.n_modes else ' to draw from'})"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise DataError(f"seed={seed!r}: a seed must be an integer >= 0")
 
     def sweep_order(self, modes: pd.DataFrame) -> pd.DataFrame:
         """Order modes so the ``step_down`` knobs only step downward; mark the resets.

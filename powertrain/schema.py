@@ -103,15 +103,21 @@ def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
 
 def read_csv(path: str | Path, what: str = "") -> pd.DataFrame:
     """Read a CSV (``.csv`` or ``.csv.gz``) with an error naming the file (and ``what`` it is
-    for, e.g. an option name), not a pandas traceback. Columns are not checked here."""
+    for, e.g. an option name), not a pandas traceback. Columns are not checked here; a
+    file without rows is refused (no command has anything to do with one)."""
     where = f"{what} {path}" if what else str(path)
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{where}: no such file")
     try:
-        return pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{where}: the file is empty (no header, no rows)") from None
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"{where}: not a readable CSV ({e})") from None
+    if df.empty:
+        raise DataError(f"{where}: has a header ({', '.join(map(str, df.columns))}) but no rows")
+    return df
 
 
 def read_corpus(path: str | Path) -> pd.DataFrame:

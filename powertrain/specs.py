@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from .errors import SpecError
+from .reserved import reserved_column
 
 _CATALOG = "powertrain.catalog"
 
@@ -105,9 +106,11 @@ _WORKLOAD_REQUIRED = ("name",)
 
 def _load_json(path: Path) -> dict:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise SpecError(f"cannot read spec file {path}: {e}") from None
+        raise SpecError(f"cannot read spec file {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file {path} is not a text (UTF-8 JSON) file") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -152,10 +155,13 @@ def _knob_tables(data: Any, where: str) -> dict[str, tuple[float, ...]]:
         raise SpecError(f"{where}: 'knobs' must be a non-empty mapping of knob name to values")
     out = {}
     for name, raw in data.items():
-        if not isinstance(name, str) or not name.isidentifier() or name == "batch_size":
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpecError(f"{where}: knob name {name!r} must be an identifier")
+        if reserved_column(name):
             raise SpecError(
-                f"{where}: knob name {name!r} must be an identifier other than batch_size "
-                "(batch size is every device's extra input)"
+                f"{where}: knob name {name!r} is reserved: the package writes a column of "
+                "that name itself (device, workload, batch_size, time_ms, power_w, *_std, "
+                "observed_*, ...); rename the knob"
             )
         mhz = name.endswith("_mhz")
         out[name] = _value_table(

@@ -52,7 +52,7 @@ def test_a_jetson_spec_round_trips_through_its_json_form():
     "spec, match",
     [
         ({"name": "g", "knobs": {}}, "non-empty mapping"),
-        ({"name": "g", "knobs": {"batch_size": [1]}}, "other than batch_size"),
+        ({"name": "g", "knobs": {"batch_size": [1]}}, "'batch_size' is reserved"),
         ({"name": "g", "knobs": {"power_limit_w": [100, 100]}}, "lists a value twice"),
         ({"name": "g", "knobs": {"power_limit_w": [-5]}}, r"knobs\['power_limit_w'\]\[0\]"),
         ({"name": "g", "knobs": {"w": [1]}, "cores": 4}, "either 'knobs' or"),
@@ -135,7 +135,7 @@ def test_stratified_sample_covers_gpu_mem_cells():
 
 
 def test_sample_rejects_bad_n():
-    with pytest.raises(ValueError, match="n must be"):
+    with pytest.raises(ValueError, match="n=5000: a sample needs 1..1,800"):
         pt.get_device("orin-nano").sample(5000)
 
 
@@ -250,3 +250,33 @@ def test_absurd_spec_frequencies_are_refused(bad):
     spec = dict(name="x", cores=4, cpu_mhz=[100], gpu_mhz=[100, bad], mem_mhz=[100])
     with pytest.raises(pt.SpecError, match=r"'gpu_mhz'\[1\] = .* is not a frequency in MHz"):
         pt.get_device(spec)
+
+
+@pytest.mark.parametrize(
+    "knob", ["power_w", "time_ms", "device", "workload", "power_w_std", "observed_gpu_mhz"]
+)
+def test_knobs_named_like_a_column_the_package_writes_are_refused(knob):
+    with pytest.raises(pt.SpecError, match=f"knob name '{knob}' is reserved"):
+        pt.get_device({"name": "g", "knobs": {knob: [100, 200]}})
+
+
+def test_a_space_too_big_for_one_table_is_refused_by_size_and_iterated_in_chunks():
+    from powertrain.devices import MAX_MODES
+
+    tables = {f"k{i}": list(range(1, 401)) for i in range(6)}
+    dev = pt.get_device({"name": "huge", "knobs": tables})
+    with pytest.raises(pt.ModeError, match=r"4,096,000,000,000,000 modes, more than the"):
+        dev.power_modes()
+    first = next(dev.iter_power_modes(chunk=5))
+    assert len(first) == 5 and list(first["k5"]) == [1, 2, 3, 4, 5]
+    assert dev.n_modes > MAX_MODES
+    small = pt.get_device("orin-nano")
+    pd.testing.assert_frame_equal(
+        pd.concat(list(small.iter_power_modes(chunk=700))), small.power_modes()
+    )
+
+
+@pytest.mark.parametrize("n, seed, match", [(5, -1, "seed=-1"), (10**7, 0, "n=10000000")])
+def test_a_sample_names_a_bad_size_or_seed(n, seed, match):
+    with pytest.raises(pt.DataError, match=match):
+        pt.get_device("orin-nano").sample(n, seed=seed)

@@ -18,7 +18,13 @@ import powertrain as pt
 from powertrain.errors import ModelFileError
 from powertrain.hashing import sha256_file
 from powertrain.predictor import PowerTrainMLP, Predictor, pretrained_names
-from powertrain.predictor.model_io import FORMAT_VERSION, META_FILE, WEIGHTS_FILE
+from powertrain.predictor.model_io import (
+    FORMAT_VERSION,
+    META_FILE,
+    WEIGHTS_FILE,
+    UncheckedModelWarning,
+    content_sha256,
+)
 
 torch.set_num_threads(1)
 
@@ -62,6 +68,7 @@ def test_files_are_tensors_and_json(saved):
     assert meta["format_version"] == FORMAT_VERSION and meta["weights_sha256"] == sha256_file(
         saved / WEIGHTS_FILE
     )
+    assert meta["content_sha256"] == content_sha256(meta)
     tensors = torch.load(saved / WEIGHTS_FILE, weights_only=True)
     assert all(isinstance(v, torch.Tensor) for v in tensors.values())
 
@@ -79,6 +86,13 @@ class _Payload:
 def _rehash(d: Path) -> None:
     meta = json.loads((d / META_FILE).read_text())
     meta["weights_sha256"] = sha256_file(d / WEIGHTS_FILE)
+    _write_sealed(d, meta)
+
+
+def _write_sealed(d: Path, meta: dict) -> None:
+    """Write ``meta`` with its content hash recomputed: what someone who knows the format
+    would do, so the checks behind the hash are tested too."""
+    meta["content_sha256"] = content_sha256(meta)
     (d / META_FILE).write_text(json.dumps(meta))
 
 
@@ -136,13 +150,13 @@ def test_damaged_directories_refused(saved, damage, match):
 def _edit(d: Path, **changes) -> None:
     meta = json.loads((d / META_FILE).read_text())
     meta.update(changes)
-    (d / META_FILE).write_text(json.dumps(meta))
+    _write_sealed(d, meta)
 
 
 def _drop(d: Path, key: str) -> None:
     meta = json.loads((d / META_FILE).read_text())
     del meta[key]
-    (d / META_FILE).write_text(json.dumps(meta))
+    _write_sealed(d, meta)
 
 
 def _poison_tensor(d: Path) -> None:
@@ -174,7 +188,9 @@ def test_unfitted_cannot_be_saved(tmp_path):
 
 @pytest.mark.parametrize("name", pretrained_names())
 def test_shipped_reference_models_load_and_predict(name):
-    ref = Predictor.from_pretrained(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedModelWarning)  # current format: hash checked
+        ref = Predictor.from_pretrained(name)
     modes = pt.get_device(name.split("/")[0]).profiling_grid().head(50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -222,12 +238,12 @@ def test_architecture_in_model_json_must_match_the_tensors(tmp_path):
     Predictor.from_pretrained("orin-agx/resnet18").save(src)
     meta = json.loads((src / "model.json").read_text())
     meta["params"]["estimator"] = {"hidden_layer_sizes": [512, 128, 64]}  # weights: 256-128-64
-    (src / "model.json").write_text(json.dumps(meta))
+    _write_sealed(src, meta)
     with pytest.raises(ModelFileError, match=r"hidden layers \[512, 128, 64\] in params disagree"):
         Predictor.load(src)
     meta["params"]["estimator"] = None  # the default estimator: 256-128-64
     meta["heads"]["power_w"]["params"]["hidden_layer_sizes"] = [512, 128, 64]
-    (src / "model.json").write_text(json.dumps(meta))
+    _write_sealed(src, meta)
     with pytest.raises(ModelFileError):
         Predictor.load(src)
 
@@ -248,8 +264,10 @@ def test_a_version_1_file_still_loads_and_predicts_the_same(model, saved, grid):
     )
     del meta["params"]["inputs"], meta["params"]["targets"]
     meta["format_version"] = 1
+    del meta["content_sha256"]
     (saved / "model.json").write_text(json.dumps(meta))
-    old = Predictor.load(saved)
+    with pytest.warns(UncheckedModelWarning, match="re-save"):
+        old = Predictor.load(saved)
     assert old.estimator.get_params() == model.estimator.get_params()
     assert old.inputs_ == model.inputs_ and old.targets_ == model.targets_
     modes = grid.head(30)
@@ -273,3 +291,107 @@ def test_transfer_settings_are_saved_and_a_version_2_loss_reads_as_auto(model, s
     (saved / "model.json").write_text(json.dumps(meta))
     old = Predictor.load(saved)
     assert old.estimator.loss == "auto" and old.estimator.transfer_cv_folds == 5
+
+
+def _swap_heads(meta: dict) -> None:
+    h = meta["heads"]
+    h["time_ms"], h["power_w"] = h["power_w"], h["time_ms"]
+
+
+def _shift(key: str, value) -> object:
+    def edit(meta: dict) -> None:
+        meta["heads"]["power_w"][key] = value(meta["heads"]["power_w"][key])
+
+    return edit
+
+
+def _reorder(meta: dict) -> None:
+    meta["inputs"] = [meta["inputs"][2], meta["inputs"][1], meta["inputs"][0], *meta["inputs"][3:]]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _reorder,
+        _swap_heads,
+        _shift("y_mean", lambda v: v + 1.0),
+        _shift("y_scale", lambda v: float("nan")),
+        _shift("y_scale", lambda v: 0.0),
+        lambda meta: meta["info"].update(kind="reference"),
+    ],
+    ids=["inputs-reordered", "heads-swapped", "y_mean-shifted", "y_scale-nan", "y_scale-0", "info"],
+)
+def test_any_edit_of_model_json_is_refused(saved, edit):
+    """The content hash covers all of model.json, not only the weights."""
+    meta = json.loads((saved / META_FILE).read_text())
+    edit(meta)
+    (saved / META_FILE).write_text(json.dumps(meta, indent=2))
+    with pytest.raises(ModelFileError, match="content does not match the content_sha256"):
+        Predictor.load(saved)
+
+
+def test_reformatting_model_json_keeps_it_loadable(saved):
+    """Whitespace and key order are not content."""
+    meta = json.loads((saved / META_FILE).read_text())
+    (saved / META_FILE).write_text(json.dumps(dict(reversed(list(meta.items())))))
+    Predictor.load(saved)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_shift("y_scale", lambda v: float("nan")), r"heads.power_w.y_scale = nan must be"),
+        (
+            _shift("y_scale", lambda v: 0.0),
+            r"heads.power_w.y_scale = 0.0 must be a finite number > 0",
+        ),
+        (_shift("y_mean", lambda v: float("inf")), r"heads.power_w.y_mean = inf"),
+        (_shift("noise_var", lambda v: -1.0), r"heads.power_w.noise_var = -1.0"),
+        (lambda m: m["feature_ranges"].update(cores=[12.0, 2.0]), r"feature_ranges.cores"),
+    ],
+)
+def test_values_are_checked_even_with_a_matching_hash(saved, edit, match):
+    """Someone who recomputes the hash still cannot load NaN or zero scales."""
+    meta = json.loads((saved / META_FILE).read_text())
+    edit(meta)
+    _write_sealed(saved, meta)
+    with pytest.raises(ModelFileError, match=match):
+        Predictor.load(saved)
+
+
+def test_a_version_2_file_loads_with_a_warning_and_checked_values(model, saved, grid):
+    meta = json.loads((saved / META_FILE).read_text())
+    meta["format_version"] = 2
+    del meta["content_sha256"]
+    (saved / META_FILE).write_text(json.dumps(meta))
+    with pytest.warns(UncheckedModelWarning, match="cannot be detected"):
+        old = Predictor.load(saved)
+    pd.testing.assert_frame_equal(old.predict(grid.head(5), 16), model.predict(grid.head(5), 16))
+    meta["heads"]["time_ms"]["y_scale"] = 0.0  # the value checks still apply
+    (saved / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match="y_scale"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncheckedModelWarning)
+        Predictor.load(saved)
+
+
+def test_a_model_json_without_its_hash_is_refused(saved):
+    meta = json.loads((saved / META_FILE).read_text())
+    del meta["content_sha256"]
+    (saved / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match="missing field content_sha256"):
+        Predictor.load(saved)
+
+
+def test_an_unwritable_folder_is_refused_before_training(tmp_path, monkeypatch):
+    import errno as errno_
+
+    from powertrain.predictor import model_io
+
+    def refuse(*a, **k):
+        raise OSError(errno_.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(model_io.tempfile, "TemporaryFile", refuse)
+    with pytest.raises(ModelFileError, match="read-only"):
+        model_io.check_writable(tmp_path / "m")
+    monkeypatch.undo()
+    model_io.check_writable(tmp_path / "m")  # a writable folder passes

@@ -68,7 +68,11 @@ def test_fractional_cores_refused():
 def test_empty_and_unreadable_files(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    with pytest.raises(DataError, match="empty.csv: not a readable CSV"):
+    with pytest.raises(DataError, match="empty.csv: the file is empty"):
         read_corpus(empty)
     with pytest.raises(DataError, match="no such file"):
         read_corpus(tmp_path / "missing.csv")
+    header = tmp_path / "header.csv"
+    header.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w\n")
+    with pytest.raises(DataError, match=r"header.csv: has a header \(cores, .*\) but no rows"):
+        read_corpus(header)

@@ -4,6 +4,7 @@ Why: the reference models in ``reference_models/`` must be reproducible by anyon
 one command, and their cards must state figures measured by that same run:
 
     python tools/train_reference.py orin-agx/resnet18
+    python tools/train_reference.py --resave   # new file format, same weights
 
 The model is trained on the whole grid corpus at batch 16 (paper §3.2: 90 % to train,
 10 % to pick the best epoch); the card reports the MAPE on those held-out 10 %.
@@ -130,12 +131,31 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default=str(_REPO_MODELS), help="root folder (default: reference_models/)"
     )
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--resave",
+        action="store_true",
+        help="no training: rewrite the models in the current file format (same weights, "
+        "same card) after a format change",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     for name in args.names:
-        out = train_reference(name, args.out)
+        out = resave(name, args.out) if args.resave else train_reference(name, args.out)
         print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+def resave(name: str, out_root: str | Path = _REPO_MODELS) -> Path:
+    """Load the model ``name`` under ``out_root`` and save it again (current format)."""
+    import warnings
+
+    if name not in REFERENCES:
+        raise SystemExit(f"unknown reference {name!r}; known: {', '.join(REFERENCES)}")
+    path = Path(out_root) / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an older format's warning is why we are here
+        model = Predictor.load(path)
+    return model.save(path)
 
 
 if __name__ == "__main__":

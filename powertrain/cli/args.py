@@ -16,6 +16,30 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (a random seed), with a message that names the bad value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
+def job_count(text: str) -> int:
+    """joblib's ``n_jobs``: a count >= 1, or -1 for every core (-2: all but one, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "0 jobs cannot run anything: give >= 1, or -1 for all cores"
+        )
+    return value
+
+
 def int_list(text: str) -> list[int]:
     """Comma-separated positive integers, e.g. ``8,16,32`` (or one value)."""
     return [positive_int(t.strip()) for t in text.split(",") if t.strip()]

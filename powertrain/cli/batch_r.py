@@ -6,17 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import IntListAction, positive_int
+from .args import IntListAction, job_count, positive_int
 
 
 def cmd_batch_r(args: argparse.Namespace) -> int:
     from ..batch_efficiency import r_vector
+    from ..errors import DataError
 
     out = Path(args.out)
     if not out.parent.is_dir():
-        from ..errors import DataError
-
         raise DataError(f"--out {out}: folder {out.parent} does not exist")
+    cache = Path(args.cache)
+    if cache.exists() and not cache.is_dir():
+        raise DataError(f"--cache {cache}: is a file; the cache is a folder (give another path)")
     table = r_vector(
         args.batch_sizes,
         seeds=range(args.seeds),
@@ -47,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=positive_int, default=3, help="seeds per batch size (3)")
     p.add_argument("--target", type=float, default=0.95, help="validation accuracy (0.95)")
     p.add_argument("--cache", default=".powertrain-cache", help="cache folder (.powertrain-cache)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel trainings, joblib n_jobs (1)")
+    p.add_argument(
+        "--jobs", type=job_count, default=1, help="parallel trainings, joblib n_jobs (1)"
+    )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
     p.add_argument("-o", "--out", default="r.csv", help="output CSV (r.csv)")
     p.set_defaults(func=cmd_batch_r)

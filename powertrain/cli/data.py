@@ -9,7 +9,7 @@ from pathlib import Path
 from ..devices import get_device
 from ..errors import SpecError
 from ..specs import device_names
-from .args import positive_int
+from .args import nonnegative_int, positive_int
 
 
 def _write(df, out: str | None) -> None:
@@ -106,7 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="every mode, the profiling grid, the nvpmodel presets or a random sample (all)",
     )
     p.add_argument("-n", type=positive_int, default=50, help="sample size for --which sample")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random sample (0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random sample (0)")
     p.add_argument(
         "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
     )
@@ -124,7 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--minibatches", type=positive_int, default=40, help="clean minibatches per mode"
     )
-    p.add_argument("--seed", type=int, default=0, help="seeds the twin and the mode draw")
+    p.add_argument(
+        "--seed", type=nonnegative_int, default=0, help="seeds the twin and the mode draw"
+    )
     p.add_argument(
         "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import DataError, ModelFileError
 from ..schema import read_csv
-from .args import IntListAction, positive_int
+from .args import IntListAction, nonnegative_int, positive_int
 
 
 def _load_model(spec: str):
@@ -40,26 +40,10 @@ def _check_out(path: str, *, directory: bool) -> None:
         raise DataError(f"--out {path}: exists and is not a directory (a model is a directory)")
     if not directory and out.is_dir():
         raise DataError(f"--out {path}: is a directory; give a CSV file path")
+    if directory:
+        from ..predictor.model_io import check_writable
 
-
-def _modes_of_device(modes, device_name: str, source: str):
-    """Check that every row of a modes CSV is a power mode of ``device_name``."""
-    from ..devices import get_device
-
-    device = get_device(device_name)
-    knobs = list(device.knobs)
-    missing = [c for c in knobs if c not in modes.columns]
-    if missing:
-        raise DataError(f"{source}: missing column {missing[0]!r}")
-    known = device.power_modes()[knobs]
-    allowed = {tuple(float(v) for v in row) for row in known.itertuples(index=False)}
-    for i, row in enumerate(modes[knobs].itertuples(index=False)):
-        if tuple(float(v) for v in row) not in allowed:
-            raise DataError(
-                f"{source}: row {i + 2} {dict(zip(knobs, row))} is not a power mode "
-                f"of device {device_name!r}"
-            )
-    return modes
+        check_writable(out)  # read-only or forbidden: said now, not after training
 
 
 def _show_warnings(caught: list) -> None:
@@ -108,34 +92,55 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    from ..streaming import predict_chunks, read_csv_chunks, write_csv_chunks
+
     if args.out not in (None, "-"):
         _check_out(args.out, directory=False)
     model = _load_model(args.model)
+    check = None
     if args.modes:
-        modes = read_csv(args.modes)
+        chunks = read_csv_chunks(args.modes)
+        source = args.modes
         if args.device:  # --device with a CSV: the CSV must hold that device's modes
-            modes = _modes_of_device(modes, args.device, args.modes)
+            from ..devices import get_device
+
+            device = get_device(args.device)
+            check = lambda df, src: device.validate(df, source=src)  # noqa: E731
     else:
         from ..devices import get_device
 
         if not args.device:
             raise DataError("give a modes CSV or --device to predict every power mode")
-        modes = get_device(args.device).power_modes()
+        chunks = get_device(args.device).iter_power_modes()
+        source = f"the modes of {args.device}"
     sizes = args.batch_size  # None: the CSV's column; one size; or several (repeat modes)
     batch = sizes if sizes is None or len(sizes) > 1 else sizes[0]
-    if batch is None and "batch_size" not in modes.columns:
-        where = args.modes or f"the modes of {args.device}"
-        raise DataError(f"{where} has no batch_size column: add -b 16 (or -b 16,32 for several)")
+    if batch is None:
+        first = next(iter(chunks))  # the header is known from the first chunk
+        if "batch_size" not in first.columns:
+            raise DataError(
+                f"{source} has no batch_size column: add -b 16 (or -b 16,32 for several)"
+            )
+        chunks = _prepend(first, chunks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = model.predict(modes, batch_size=batch, return_std=not args.no_std)
+        frames = predict_chunks(
+            model, chunks, batch, return_std=not args.no_std, source=source, check=check
+        )
+        if args.out in (None, "-"):
+            write_csv_chunks(frames, sys.stdout)
+            n = None
+        else:
+            n = write_csv_chunks(frames, args.out)
     _show_warnings(caught)
-    if args.out in (None, "-"):
-        est.to_csv(sys.stdout, index=False)
-    else:
-        est.to_csv(args.out, index=False)
-        print(f"wrote {len(est)} predictions to {args.out}", file=sys.stderr)
+    if n is not None:
+        print(f"wrote {n} predictions to {args.out}", file=sys.stderr)
     return 0
+
+
+def _prepend(first, rest):
+    yield first
+    yield from rest
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -155,7 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the real GPU traces: epoch_s,power_w)",
     )
     p.add_argument("--epochs", type=positive_int, default=100, help="training epochs (100)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_fit)
 
@@ -179,7 +184,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--epochs", type=positive_int, default=None, help="transfer epochs (the model's: 100)"
     )
-    p.add_argument("--seed", type=int, default=None, help="random seed (the model's)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="random seed (the model's)")
     p.set_defaults(func=cmd_transfer)
 
     p = sub.add_parser(

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..errors import DataError
 from ..schema import read_csv
-from .args import IntListAction
+from .args import IntListAction, nonnegative_int
 
 
 def _int_list(text: str) -> list[int]:
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="random seed for the mode sample and the twin (default 0)",
     )

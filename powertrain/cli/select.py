@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..errors import DataError
 from ..optimise import fastest_under, pareto_front
@@ -12,6 +13,10 @@ from ..selection import OBJECTIVES, select
 
 
 def cmd_select(args: argparse.Namespace) -> int:
+    if args.front:
+        folder = Path(args.front).parent
+        if not folder.is_dir():
+            raise DataError(f"--front {args.front}: folder {folder} does not exist")
     est = read_csv(args.estimates)
     if args.front:
         front = pareto_front(est)

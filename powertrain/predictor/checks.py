@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..devices import check_device
 from ..errors import DataError
+from ..reserved import reserved_column
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
 
 #: below this many rows a transfer (or a fit) has nothing to validate on
@@ -33,6 +34,34 @@ _RANGE_TOL = 1e-6
 
 class ExtrapolationWarning(UserWarning):
     """A configuration lies outside the ranges the model (or its reference) was trained on."""
+
+
+def check_column_roles(
+    inputs: Sequence[str], targets: Sequence[str], source: str | None = None
+) -> None:
+    """Refuse targets that are also inputs, repeated, or named like a column the package
+    writes itself (``device``, ``*_std``, ...): a prediction would overwrite the input (or
+    that column) in the same table."""
+    where = f"{source}: " if source else ""
+    for t in targets:
+        if t in inputs:
+            raise DataError(
+                f"{where}target {t!r} is also an input column; the targets "
+                f"({', '.join(targets)}) must be measured columns, not settings"
+            )
+        if reserved_column(t) and t not in TARGET_COLUMNS and t != "epoch_s":
+            raise DataError(
+                f"{where}target {t!r} is a reserved column name (the package writes it "
+                "beside every prediction); name a measured column such as time_ms or power_w"
+            )
+    if len(set(targets)) != len(targets):
+        raise DataError(f"{where}targets {', '.join(targets)} name a column twice")
+    bad = [c for c in inputs if reserved_column(c) and c != "batch_size"]
+    if bad:
+        raise DataError(
+            f"{where}input {bad[0]!r} is a reserved column name (the package writes it "
+            "itself); inputs are the device's knobs and batch_size"
+        )
 
 
 def measured_table(

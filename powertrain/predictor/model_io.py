@@ -2,18 +2,28 @@
 
 Why: model files get downloaded and shared, so they are data, never code (docs/design.md,
 "Model files"). A directory holds ``model.json`` (format name and version, hyper-parameters,
-provenance, the SHA-256 of the weights) and ``weights.pt``, a flat dict of tensors that
-is only ever read with ``torch.load(weights_only=True)`` -- torch's restricted unpickler
-that refuses any class or function -- and only after its hash matched. Torch is already a
-dependency, so no extra package is needed to read the shipped reference models.
+provenance, the SHA-256 of the weights, and the SHA-256 of everything else it says) and
+``weights.pt``, a flat dict of tensors that is only ever read with
+``torch.load(weights_only=True)`` -- torch's restricted unpickler that refuses any class or
+function -- and only after its hash matched. Torch is already a dependency, so no extra
+package is needed to read the shipped reference models.
+
+The content hash makes an edited ``model.json`` (inputs reordered, a head's scaling
+shifted, heads swapped) fail to load instead of predicting silently wrong numbers. It
+guards against accidents and careless edits, not against someone who recomputes it: it
+is a checksum, not a signature.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -31,9 +41,15 @@ FORMAT = "powertrain-predictor"
 #: ``estimator`` parameters, ``inputs`` and ``targets`` (1 had the flat Predictor
 #: parameters of the time when it re-declared the estimator's; still read). 3: the
 #: estimator holds the transfer settings (``transfer_*``) and ``loss`` governs transfers
-#: too (``"auto"``); in 1 and 2 a transfer ignored ``loss``, so it reads as ``"auto"``
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: too (``"auto"``); in 1 and 2 a transfer ignored ``loss``, so it reads as ``"auto"``.
+#: 4: ``content_sha256`` covers the whole of ``model.json``; 1 to 3 are still read, with
+#: a warning that their ``model.json`` cannot be checked for edits
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+#: the first version whose ``model.json`` records the SHA-256 of its own content
+HASHED_VERSION = 4
+#: the field holding the SHA-256 of the rest of ``model.json``
+CONTENT_HASH = "content_sha256"
 META_FILE = "model.json"
 WEIGHTS_FILE = "weights.pt"
 #: shipped reference models live in this package (reference_models/ in the repository)
@@ -44,6 +60,52 @@ def _version() -> str:
     from .._version import __version__
 
     return __version__
+
+
+class UncheckedModelWarning(UserWarning):
+    """A model file of an older format: its ``model.json`` has no content hash, so an edit
+    to it cannot be detected. Re-saving the model adds one."""
+
+
+def content_sha256(meta: dict) -> str:
+    """SHA-256 of ``model.json``'s content without its own hash field.
+
+    Canonical JSON (sorted keys, no whitespace, floats as Python writes them exactly), so
+    re-indenting or re-ordering the file keeps the hash and any change of a value breaks it.
+    """
+    body = {k: v for k, v in meta.items() if k != CONTENT_HASH}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _disk_error(path: Path, e: OSError) -> ModelFileError:
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+    }.get(e.errno or 0, e.strerror or type(e).__name__)
+    return ModelFileError(f"{path}: cannot write the model ({reason})")
+
+
+def check_writable(path: str | Path) -> None:
+    """Refuse a model directory that cannot be written, before any training runs: its
+    folder must exist and take a new file (read-only, full or forbidden folders fail
+    here with :class:`ModelFileError`, not after minutes of training)."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    if path.exists() and not path.is_dir():
+        raise ModelFileError(f"{path}: exists and is not a model directory")
+    if not folder.is_dir():
+        raise ModelFileError(f"{path}: folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".powertrain-write-test-") as f:
+            f.write(b"x")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise _disk_error(folder, e) from None
 
 
 def save_predictor(model: Any, path: str | Path) -> Path:
@@ -61,8 +123,11 @@ def save_predictor(model: Any, path: str | Path) -> Path:
         heads[target] = meta
     # everything goes into a sibling folder first, which then takes the old one's place:
     # an interrupted save leaves the old model (or no model), never a mix of the two
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".new"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".new"))
+    except OSError as e:
+        raise _disk_error(path, e) from None
     try:
         os.chmod(new, 0o755)  # mkdtemp makes it private; a model directory is meant to be shared
         with open(new / WEIGHTS_FILE, "wb") as f:  # a file object: the archive name is fixed,
@@ -82,6 +147,8 @@ def save_predictor(model: Any, path: str | Path) -> Path:
             "info": model.info_,
             "heads": heads,
         }
+        meta = json.loads(json.dumps(meta))  # hashed as it will be read back
+        meta[CONTENT_HASH] = content_sha256(meta)
         (new / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         if path.is_dir():
             for f in path.iterdir():  # keep what else lives there (e.g. a model card)
@@ -94,6 +161,11 @@ def save_predictor(model: Any, path: str | Path) -> Path:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(new, path)
+    except OSError as e:
+        shutil.rmtree(new, ignore_errors=True)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+            raise _disk_error(path, e) from None
+        raise
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise
@@ -157,7 +229,72 @@ def _read_meta(path: Path) -> dict:
             f"{meta_path}: feature_ranges {sorted(meta['feature_ranges'])} do not match "
             f"inputs {meta['inputs']}"
         )
+    _check_content_hash(meta_path, meta)
+    _check_values(meta_path, meta)
     return meta
+
+
+def _check_content_hash(meta_path: Path, meta: dict) -> None:
+    """Version 4 on: the file says what it held when saved. Older: a warning."""
+    if meta["format_version"] < HASHED_VERSION:
+        warnings.warn(
+            f"{meta_path}: format version {meta['format_version']} has no content hash, so "
+            f"edits to {META_FILE} cannot be detected; re-save the model "
+            "(Predictor.load(path).save(path)) to add one",
+            UncheckedModelWarning,
+            stacklevel=4,
+        )
+        return
+    recorded = meta.get(CONTENT_HASH)
+    if not isinstance(recorded, str):
+        raise ModelFileError(
+            f"{meta_path}: missing field {CONTENT_HASH} (format version "
+            f"{meta['format_version']} records the SHA-256 of its content)"
+        )
+    if content_sha256(meta) != recorded:
+        raise ModelFileError(
+            f"{meta_path}: its content does not match the {CONTENT_HASH} recorded when it "
+            "was saved; the file was edited or corrupted (inputs, targets, heads or "
+            "scaling changed): restore the original or retrain"
+        )
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_values(meta_path: Path, meta: dict) -> None:
+    """Numbers a prediction is scaled by: finite, and scales > 0 (a NaN or zero ``y_scale``
+    would predict NaN or one constant for every mode, with exit 0)."""
+    for target, head in meta["heads"].items():
+        if not isinstance(head, dict):
+            raise ModelFileError(f"{meta_path}: heads.{target} must be a JSON object")
+        where = f"{meta_path}: heads.{target}"
+        checks = [("y_mean", False), ("y_scale", True), ("noise_var", None)]
+        corr = head.get("correction")
+        for key, positive in checks:
+            v = head.get(key)
+            if not _finite(v) or (positive and v <= 0) or (positive is None and v < 0):
+                need = "> 0" if positive else (">= 0" if positive is None else "finite")
+                raise ModelFileError(f"{where}.{key} = {v!r} must be a finite number {need}")
+        if corr is not None:
+            if not isinstance(corr, dict):
+                raise ModelFileError(f"{where}.correction must be a JSON object or null")
+            for key, ok in (
+                ("ref_y_mean", _finite),
+                ("ref_y_scale", lambda v: _finite(v) and v > 0),
+                ("weight", lambda v: _finite(v) and 0 <= v <= 1),
+            ):
+                if not ok(corr.get(key)):
+                    raise ModelFileError(
+                        f"{where}.correction.{key} = {corr.get(key)!r} is out of range"
+                    )
+    for name, rng in meta["feature_ranges"].items():
+        ok = isinstance(rng, list) and len(rng) == 2 and all(_finite(v) for v in rng)
+        if not ok or rng[0] > rng[1]:
+            raise ModelFileError(
+                f"{meta_path}: feature_ranges.{name} = {rng!r} must be [low, high], finite"
+            )
 
 
 #: version-1 ``params`` (flat, Predictor-level) -> the estimator parameter they set
@@ -264,6 +401,9 @@ def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:  # a poisoned model would predict NaN everywhere, silently
         raise ModelFileError(f"{wpath}: tensor {bad[0]!r} holds NaN or infinite values")
+    bad = [k for k, v in tensors.items() if k.endswith("x_scale") and not (v > 0).all()]
+    if bad:  # inputs are divided by it
+        raise ModelFileError(f"{wpath}: tensor {bad[0]!r} must be > 0 everywhere")
     try:
         model = factory(**_params_from_json(meta))
         hidden = tuple(base_estimator(model.estimator).hidden_layer_sizes)

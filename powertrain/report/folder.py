@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -179,8 +180,28 @@ def _run_local(groups: list[list[Case]], n_jobs: int | None) -> Iterator[list[Ca
     yield from parallel(delayed(run_group)(g) for g in groups)
 
 
+#: a scheduler address: [scheme://]host:port, the host a name, an IPv4 or a bracketed IPv6
+_ADDRESS = re.compile(
+    r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$"
+)
+
+
+def check_address(address: object) -> str:
+    """``address`` if it has the form of a Dask scheduler address, else a ReportError."""
+    if isinstance(address, str) and re.match(r"^inproc://\S+$", address):
+        return address  # an in-process cluster (LocalCluster(processes=False))
+    m = _ADDRESS.match(address) if isinstance(address, str) else None
+    if m is None or not 0 < int(m.group(1)) < 65536:
+        raise ReportError(
+            f"--scheduler {address!r}: not a Dask scheduler address; give "
+            "[tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786"
+        )
+    return address
+
+
 def connect(address: str, timeout_s: float = 5.0):
     """A Dask client for ``address``, or a clear error within ``timeout_s`` seconds."""
+    check_address(address)
     try:
         from distributed import Client
     except ImportError:
@@ -189,7 +210,7 @@ def connect(address: str, timeout_s: float = 5.0):
         ) from None
     try:
         return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
+    except (OSError, TimeoutError, ValueError, AssertionError) as e:
         raise ReportError(
             f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s: {e}"
         ) from None
@@ -229,6 +250,8 @@ def report(
     only the files it wrote.
     """
     spec = load_spec(spec)
+    if scheduler:
+        check_address(scheduler)  # before the folder is touched
     out = Path(out)
     say = log or (lambda msg: None)
     check_size(spec, max_cases, n_jobs)

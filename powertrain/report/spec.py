@@ -206,6 +206,18 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
     return WorkloadSource("samples_csv", path=path)
 
 
+def _check_samples_fit(where: _Where, devices: tuple[str, ...], samples: int) -> None:
+    """Each case profiles ``samples`` distinct modes: no device may have fewer."""
+    from .devices import get_device
+
+    for name in devices:
+        n = get_device(name).n_modes
+        if samples > n:
+            raise where.error(
+                "samples", f"= {samples} is more than the {n:,} power modes of {name}"
+            )
+
+
 def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> FleetSpec:
     """Validate a spec's TOML ``text``; every error names ``source``, the key and its line."""
     from ..specs import device_names, workload_names
@@ -245,8 +257,9 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 5:
         raise where.error("samples", f"must be an integer >= 5, got {samples!r}")
     seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise where.error("seed", f"must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise where.error("seed", f"must be an integer >= 0, got {seed!r}")
+    _check_samples_fit(where, devices, samples)
     reference = data.get("reference")
     if reference is not None and not isinstance(reference, str):
         raise where.error("reference", f"must be a model name or folder, got {reference!r}")
@@ -279,8 +292,10 @@ def load_spec(spec: str | Path | FleetSpec) -> FleetSpec:
         return spec
     path = Path(spec)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(f"cannot read report spec {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"report spec {path} is not a text (UTF-8 TOML) file") from None
     parsed = parse_spec(text, source=str(path), base=path.resolve().parent)
     return FleetSpec(**{**parsed.__dict__, "path": path})
