@@ -204,7 +204,7 @@ def _fleet(tmp: Path, body: str) -> Path:
 
 def _parse_fleet(body: str) -> Callable[[Path], Outcome]:
     def run(tmp: Path) -> Outcome:
-        from powertrain.fleet_spec import load_spec
+        from powertrain.report.spec import load_spec
 
         return api(lambda: load_spec(_fleet(tmp, body)))
 
@@ -438,13 +438,13 @@ def _api_sample(n: int, seed: int) -> Outcome:
 
 
 def _parse_fleet_file(path: Path) -> Outcome:
-    from powertrain.fleet_spec import load_spec
+    from powertrain.report.spec import load_spec
 
     return api(lambda: load_spec(path))
 
 
 def _dask(address: str) -> Outcome:
-    from powertrain.fleet_report import connect
+    from powertrain.report.folder import connect
 
     return api(lambda: connect(address, timeout_s=2))
 

@@ -208,7 +208,7 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
 
 def _check_samples_fit(where: _Where, devices: tuple[str, ...], samples: int) -> None:
     """Each case profiles ``samples`` distinct modes: no device may have fewer."""
-    from .devices import get_device
+    from ..devices import get_device
 
     for name in devices:
         n = get_device(name).n_modes
