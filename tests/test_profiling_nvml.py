@@ -4,8 +4,14 @@ size, and the power limit only when allowed), observed clocks as extra columns."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 import types
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -94,6 +100,23 @@ class FakeNvml(types.ModuleType):
             raise RuntimeError("Insufficient Permissions")
         self.sets.append(mw)
         self.limit_mw = mw
+
+
+class FileNvml(FakeNvml):
+    """A fake whose power limit lives in a file: it outlives the process that set it, as
+    a real GPU's does (starts at 700 W unless the file says otherwise)."""
+
+    def __init__(self, path, **kw):
+        super().__init__(setters=True, **kw)
+        self.path = Path(path)
+        if self.path.exists():
+            self.limit_mw = int(self.path.read_text())
+        else:
+            self.path.write_text(str(self.limit_mw))
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        super().nvmlDeviceSetPowerManagementLimit(h, mw)
+        self.path.write_text(str(self.limit_mw))
 
 
 def setters_called(nvml: FakeNvml) -> list[str]:
@@ -338,3 +361,99 @@ def test_cli_power_limits(tmp_path, monkeypatch, capsys):
     assert main(twin) == 1
     assert "only --backend nvml sets a GPU power limit" in capsys.readouterr().err
     assert not np.isnan(df["power_w"]).any()
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def _sweep_then(tmp_path, sig: int) -> tuple[int, int]:
+    """Start a power-limit sweep in a child, send ``sig`` once rows are written; return
+    the child's exit status and the limit (mW) it left on the fake GPU."""
+    out, limit = tmp_path / "p.csv", tmp_path / "limit_mw"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    child = subprocess.Popen(
+        [sys.executable, str(HERE / "nvml_child.py"), str(out), str(limit)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if out.exists() and out.read_text().count("\n") >= 3:  # header + 2 rows
+                break
+            if child.poll() is not None:
+                pytest.fail(f"the sweep ended before the signal: {child.stderr.read()}")
+            time.sleep(0.02)
+        assert int(limit.read_text()) != 700_000  # mid-sweep: the sweep's limit is set
+        child.send_signal(sig)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return child.returncode, int(limit.read_text())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_restores_the_power_limit(tmp_path, sig):
+    rc, left = _sweep_then(tmp_path, sig)
+    assert left == 700_000  # restored, whatever the signal
+    assert rc != 0  # and the run still ends as stopped
+    rows = pd.read_csv(tmp_path / "p.csv")
+    assert len(rows) >= 2 and rows["power_w"].notna().all()  # measured rows kept
+
+
+def test_after_a_sigkill_the_next_run_restores_the_recorded_limit(tmp_path):
+    rc, left = _sweep_then(tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL and left != 700_000  # nobody could restore it
+    meta = json.loads(meta_path(tmp_path / "p.csv").read_text())
+    assert meta["backend"]["power_limit_w"] == 700  # recorded before the first change
+    nvml = FileNvml(tmp_path / "limit_mw")  # the GPU as the killed run left it
+    with pytest.warns(RuntimeWarning, match=r"the run that started this output found 700 W"):
+        with backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False) as b:
+            modes = b.modes([2], threads=[1], power_limits_w=[150])
+            profile(b, modes, n_minibatches=3, out=tmp_path / "p.csv", progress=False)
+    assert nvml.limit_mw == 700_000  # the recorded limit, not the one found
+
+
+class RefusingNvml(FakeNvml):
+    """A setter that refuses without changing anything (no root)."""
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        raise RuntimeError("Insufficient Permissions")
+
+
+class ClampingNvml(FakeNvml):
+    """A driver that clamps a restore to 650 W."""
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        super().nvmlDeviceSetPowerManagementLimit(h, min(mw, 650_000))
+
+
+def test_a_failed_setter_is_not_reported_as_a_failed_restore(tmp_path):
+    nvml = RefusingNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    with pytest.raises(ProfilingError, match="power_limit_w=200: NVML refused to set it"):
+        b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    b.close()  # nothing changed, so nothing to restore and no second error
+    assert setters_called(nvml) == ["nvmlDeviceSetPowerManagementLimit"]
+
+
+def test_a_clamped_restore_is_read_back_and_reported(tmp_path):
+    nvml = ClampingNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    with pytest.raises(ProfilingError, match=r"to 700 W left it at 650 W; restore it by hand"):
+        b.close()
+
+
+def test_signal_handlers_are_put_back_at_close(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True)
+    assert signal.getsignal(signal.SIGTERM) is not before
+    b.close()
+    assert signal.getsignal(signal.SIGTERM) is before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend(tmp_path, FakeNvml()).close()  # read-only: no handlers at all
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -113,6 +113,11 @@ class Backend(ABC):
         """Facts about the board and software for the output's provenance sidecar."""
         return {"backend": type(self).__name__}
 
+    def adopt_recorded(self, recorded: Mapping) -> None:  # noqa: B027 - optional
+        """Called by the sweep with the ``describe()`` an earlier run of the same output
+        recorded, before anything is set: a backend that restores a setting takes the value
+        to restore from there (that run may have been killed before it could restore)."""
+
     def on_error(self) -> None:  # noqa: B027 - optional, no-op by default
         """Called by the sweep when profiling fails; hardware backends put the board back
         in its original state here, so a failure never leaves it in a half-set mode."""

@@ -11,9 +11,11 @@ a GPU's clocks are observations, written as the extra columns ``observed_gpu_mhz
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -26,6 +28,7 @@ from ..profiling.step import TrainingStep
 from ..profiling.step_loader import as_step
 from ..schema import MODE_COLUMNS, check_columns
 from .step import StepBackend
+from .stop_signals import StopSignals, blocked
 
 
 def _import_pynvml() -> Any:
@@ -51,7 +54,10 @@ class NvmlBackend(StepBackend):
     """An NVIDIA GPU running the user's training step; power from NVML.
 
     ``allow_power_limit``: also sweep the GPU power limit (``power_limit_w``, needs root);
-    the limit found at start is restored by :meth:`close` and :meth:`on_error`. Off by
+    the limit found at start is restored by :meth:`close` and :meth:`on_error`, also on
+    SIGINT, SIGTERM and SIGHUP (``handle_signals``) and at interpreter exit, and read back.
+    A sweep into an output file records that limit in its sidecar before the first change,
+    so a rerun after a SIGKILL restores the recorded limit, not the one it finds. Off by
     default: then no NVML setter is called and a ``power_limit_w`` column is refused.
     ``nvml`` replaces the ``pynvml`` module (tests inject a fake). ``proc_root`` is where
     ``/proc/cpuinfo`` and the cpufreq files are read from for the observed CPU clock.
@@ -69,6 +75,7 @@ class NvmlBackend(StepBackend):
         clock: Callable[[], float] = time.perf_counter,
         proc_root: str | Path = "/",
         allow_power_limit: bool = False,
+        handle_signals: bool = True,
     ):
         import torch
 
@@ -88,10 +95,12 @@ class NvmlBackend(StepBackend):
             raise ProfilingError(f"NVML has no GPU {gpu_index} ({e}); see nvidia-smi -L") from None
         self.gpu_index = int(gpu_index)
         self.allow_power_limit = bool(allow_power_limit)
-        #: the limit before profiling and the settable range, in W (read only when allowed)
+        #: the limit to restore and the settable range, in W (read only when allowed): the
+        #: limit found at start, or the one an earlier run of the same output recorded
         self.power_limit0_w: float | None = None
         self.power_limit_range_w: tuple[float, float] | None = None
-        self._limit_touched = False  # a setter was called: close/on_error must restore
+        self._limit_touched = False  # the limit may differ from power_limit0_w: restore
+        self._signals = StopSignals()
         if self.allow_power_limit:
             try:
                 self._read_power_limits()
@@ -110,6 +119,10 @@ class NvmlBackend(StepBackend):
         self.sampler = PowerSampler(
             self._power_w, self.sample_period_s, clock, probe=self._clocks
         ).start()
+        if self.allow_power_limit:  # a kill or a closed terminal unwinds through close()
+            if handle_signals:
+                self._signals.install()
+            atexit.register(self.close)
 
     @property
     def config_columns(self) -> tuple[str, ...]:
@@ -258,37 +271,77 @@ class NvmlBackend(StepBackend):
             batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
         )
 
+    def _current_limit_w(self) -> float | None:
+        try:
+            return float(self.nvml.nvmlDeviceGetPowerManagementLimit(self.handle)) / 1e3
+        except Exception:  # noqa: BLE001 - unknown: the caller assumes the worst
+            return None
+
     def _set_power_limit(self, watts: float) -> None:
         """Set the limit and read it back: a limit the driver did not take is an error,
         not a row measured under another limit."""
         self._check_power_limit(watts)
-        self._limit_touched = True  # even a failed call may have changed it: restore
         try:
             self.nvml.nvmlDeviceSetPowerManagementLimit(self.handle, int(round(watts * 1e3)))
-            got = float(self.nvml.nvmlDeviceGetPowerManagementLimit(self.handle)) / 1e3
         except Exception as e:
+            now = self._current_limit_w()  # a refused call may still have changed it
+            if now is None or abs(now - (self.power_limit0_w or now)) > 0.5:
+                self._limit_touched = True
             raise ProfilingError(
                 f"power_limit_w={watts:g}: NVML refused to set it ({e}); setting a power "
                 "limit needs root (sudo) and a GPU that supports it"
             ) from None
-        if abs(got - watts) > 1.0:
+        self._limit_touched = True
+        got = self._current_limit_w()
+        if got is None or abs(got - watts) > 1.0:
             raise ProfilingError(
-                f"power_limit_w={watts:g}: the GPU reports {got:g} W after setting it"
+                f"power_limit_w={watts:g}: the GPU reports "
+                f"{'no limit' if got is None else f'{got:g} W'} after setting it"
             )
 
     def _restore_power_limit(self) -> None:
-        """Put back the limit found at start, if this backend touched it."""
+        """Put back the limit to restore, if it may have changed, and read it back: a
+        restore the driver clamped is an error naming both limits. Stop signals wait."""
         if not self._limit_touched or self.power_limit0_w is None:
             return
-        w0 = self.power_limit0_w
-        try:
-            self.nvml.nvmlDeviceSetPowerManagementLimit(self.handle, int(round(w0 * 1e3)))
-        except Exception as e:
-            raise ProfilingError(
-                f"could not restore GPU {self.gpu_index}'s power limit to {w0:g} W ({e}); "
-                f"restore it by hand: sudo nvidia-smi -i {self.gpu_index} -pl {w0:g}"
-            ) from None
+        w0, i = self.power_limit0_w, self.gpu_index
+        by_hand = f"restore it by hand: sudo nvidia-smi -i {i} -pl {w0:g}"
+        with blocked():
+            try:
+                self.nvml.nvmlDeviceSetPowerManagementLimit(self.handle, int(round(w0 * 1e3)))
+            except Exception as e:
+                raise ProfilingError(
+                    f"could not restore GPU {i}'s power limit to {w0:g} W ({e}); {by_hand}"
+                ) from None
+            got = self._current_limit_w()
+            if got is None or abs(got - w0) > 1.0:
+                raise ProfilingError(
+                    f"restoring GPU {i}'s power limit to {w0:g} W left it at "
+                    f"{'an unknown limit' if got is None else f'{got:g} W'}; {by_hand}"
+                )
         self._limit_touched = False
+
+    def adopt_recorded(self, recorded: Mapping) -> None:
+        """Take the limit to restore from the sidecar of an earlier run of the same output.
+
+        Why: a run killed with SIGKILL cannot restore; the next one finds the sweep's limit
+        on the GPU, and restoring that would make it permanent. The recorded one wins."""
+        if not self.allow_power_limit or not recorded.get("power_limit_changed"):
+            return
+        was = recorded.get("power_limit_w")
+        if isinstance(was, bool) or not isinstance(was, (int, float)):
+            return
+        was = float(was)
+        if self.power_limit0_w is not None and abs(was - self.power_limit0_w) > 0.5:
+            warnings.warn(
+                f"GPU {self.gpu_index}'s power limit is {self.power_limit0_w:g} W, but the "
+                f"run that started this output found {was:g} W (it may have been killed): "
+                f"{was:g} W is restored at the end",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._limit_touched = True
+        self.power_limit0_w = was
 
     def observed(self, start: float, end: float) -> dict:
         got = self.sampler.extras(start, end) or [self._clocks()]
@@ -344,4 +397,6 @@ class NvmlBackend(StepBackend):
             finally:  # a step whose close fails must not leave the power limit changed
                 self._restore_power_limit()
         finally:
+            self._signals.uninstall()
+            atexit.unregister(self.close)
             self.nvml.nvmlShutdown()

@@ -530,6 +530,9 @@ def profile(
     run = json.loads(json.dumps(run, default=str))  # as stored, so resume compares like
     with _exclusive(out_path):
         done = _already_done(out_path, backend, run)
+        if meta_path(out_path).exists():  # checked readable by _already_done
+            recorded = json.loads(meta_path(out_path).read_text()).get("backend")
+            backend.adopt_recorded(recorded if isinstance(recorded, dict) else {})
         _write_meta(out_path, backend, n_minibatches, run)
         _sweep(
             backend, configs, unique, keys, done, out_path, n_minibatches, progress, fsync, kwargs
