@@ -2,12 +2,16 @@
 
 Why: cycles and back-imports of ``powertrain`` make import order matter (a module sees a
 half-initialised package) and tie layers together that should not know of each other.
-Every import counts, including those inside functions and under TYPE_CHECKING.
+Every import counts, including those inside functions and under TYPE_CHECKING, and so
+does every parent package Python runs on the way: importing ``a.b.c`` runs ``a/__init__``
+and ``a/b/__init__`` first, so a module importing ``a.b.c`` depends on all three (except
+on its own parent packages, which are already running when it is imported).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,10 @@ ROOT_IMPORTER_PACKAGES = ("powertrain.cli",)
 #: (importer prefix, forbidden imported prefix)
 LAYERS = [
     ("powertrain.twin", "powertrain.profiling"),
+    ("powertrain.twin", "powertrain.backends"),
+    ("powertrain.backends", "powertrain.profiling"),
+    ("powertrain.steps", "powertrain.backends"),
+    ("powertrain.steps", "powertrain.profiling"),
     ("powertrain.predictor", "powertrain.twin"),
     ("powertrain.predictor", "powertrain.profiling"),
     ("powertrain.predictor", "powertrain.backends"),
@@ -36,6 +44,15 @@ def module_name(path: Path, root: Path, package: str) -> str:
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join([package, *parts])
+
+
+def parents_run(target: str, importer: str) -> list[str]:
+    """The parent packages importing ``target`` runs first, less the importer and its own
+    parents (they are already running when the importer runs)."""
+    parts = target.split(".")
+    chain = [".".join(parts[:i]) for i in range(1, len(parts))]
+    own = {importer.rsplit(".", k)[0] for k in range(importer.count(".") + 1)}
+    return [m for m in chain if m not in own]
 
 
 def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -69,6 +86,10 @@ def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[st
                 imported[name].add(t)
                 if t in modules and t != name:
                     edges[name].add(t)
+                for parent in parents_run(t, name):
+                    imported[name].add(parent)
+                    if parent in modules:
+                        edges[name].add(parent)
     return edges, imported
 
 
@@ -128,15 +149,20 @@ def test_no_module_imports_the_package_root():
     assert not offenders, f"import the package root (use powertrain._version etc.): {offenders}"
 
 
-@pytest.mark.parametrize(("importer", "forbidden"), LAYERS)
-def test_layers(importer, forbidden):
-    bad = sorted(
+def layer_violations(imported: dict[str, set[str]], importer: str, forbidden: str) -> list[str]:
+    """Imports from modules under ``importer`` of modules under ``forbidden``."""
+    return sorted(
         f"{m} -> {t}"
-        for m, targets in IMPORTED.items()
+        for m, targets in imported.items()
         if m == importer or m.startswith(importer + ".")
         for t in targets
         if t == forbidden or t.startswith(forbidden + ".")
     )
+
+
+@pytest.mark.parametrize(("importer", "forbidden"), LAYERS)
+def test_layers(importer, forbidden):
+    bad = layer_violations(IMPORTED, importer, forbidden)
     assert not bad, f"{importer} must not import {forbidden}: {bad}"
 
 
@@ -167,7 +193,7 @@ def test_a_deliberate_cycle_is_found(tmp_path):
         },
     )
     edges, _ = import_graph(pkg, "toy")
-    assert edges["toy.b"] == {"toy.sub.c"}
+    assert edges["toy.b"] == {"toy.sub", "toy.sub.c"}  # the parent package runs too
     cycle = find_cycle(edges)
     assert cycle is not None and set(cycle) == {"toy.a", "toy.b", "toy.sub.c"}
     (pkg / "sub" / "c.py").write_text("def g():\n    pass\n")
@@ -181,3 +207,62 @@ def test_a_root_import_is_seen(tmp_path):
     _write(pkg, {"__init__.py": "", "sub/__init__.py": "", "sub/m.py": "from .. import x\n"})
     _, imported = import_graph(pkg, "toy")
     assert "toy" in imported["toy.sub.m"]
+
+
+def test_the_old_hardware_cycle_is_found(tmp_path, monkeypatch):
+    """The layout the hardware wing replaced: a backend imported a profiling submodule,
+    and the profiling package re-exported the backends. Only the parent-package edge
+    (importing ``profiling.power_sensors`` runs ``profiling/__init__``) closes the cycle,
+    and Python indeed fails on it."""
+    pkg = tmp_path / "toy"
+    _write(
+        pkg,
+        {
+            "__init__.py": "",
+            "backends/__init__.py": "from .jetson import JetsonBackend\n",
+            "backends/jetson.py": (
+                "from ..profiling.power_sensors import PowerSampler\n"
+                "class JetsonBackend:\n    pass\n"
+            ),
+            "profiling/__init__.py": "from ..backends import JetsonBackend\n",
+            "profiling/power_sensors.py": "class PowerSampler:\n    pass\n",
+        },
+    )
+    edges, imported = import_graph(pkg, "toy")
+    assert "toy.profiling" in edges["toy.backends.jetson"]  # the parent package it runs
+    cycle = find_cycle(edges)
+    assert cycle is not None and set(cycle) == {
+        "toy.backends",
+        "toy.backends.jetson",
+        "toy.profiling",
+    }
+    assert layer_violations(imported, "toy.backends", "toy.profiling") == [
+        "toy.backends.jetson -> toy.profiling",
+        "toy.backends.jetson -> toy.profiling.power_sensors",
+    ]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(ImportError, match="partially initiali[sz]ed"):
+            __import__("toy.backends")
+    finally:
+        for name in [m for m in sys.modules if m == "toy" or m.startswith("toy.")]:
+            del sys.modules[name]
+
+
+def test_own_parent_packages_are_not_edges(tmp_path):
+    pkg = tmp_path / "toy"
+    _write(
+        pkg,
+        {
+            "__init__.py": "from .sub import m\n",
+            "sub/__init__.py": "from .m import f\n",
+            "sub/m.py": "from .n import g\ndef f():\n    pass\n",
+            "sub/n.py": "import toy.other.x\ndef g():\n    pass\n",
+            "other/__init__.py": "",
+            "other/x.py": "",
+        },
+    )
+    edges, _ = import_graph(pkg, "toy")
+    assert edges["toy.sub.m"] == {"toy.sub.n"}  # not toy.sub: it is already running
+    assert edges["toy.sub.n"] == {"toy.other", "toy.other.x"}
+    assert find_cycle(edges) is None

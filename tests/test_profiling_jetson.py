@@ -11,14 +11,19 @@ import pandas as pd
 import pytest
 from fake_sysfs import EMC_DIR, FAN, GPU_DIR, ORIN_JP6_GPU_HZ, make_nano_iio, make_orin
 
-from powertrain.backends import jetson
 from powertrain.backends.jetson import JetsonBackend
+from powertrain.backends.jetson import backend as jetson
+from powertrain.backends.jetson.power_sensors import (
+    HwmonSensor,
+    JtopSensor,
+    open_sensor,
+    total_rails,
+)
+from powertrain.backends.jetson.sysfs_knobs import BoardTableWarning, SysfsKnobs
 from powertrain.cli import main
 from powertrain.devices import get_device
 from powertrain.errors import ProfilingError
-from powertrain.profiling.power_sensors import HwmonSensor, JtopSensor, open_sensor, total_rails
 from powertrain.profiling.sweep import profile
-from powertrain.profiling.sysfs_knobs import BoardTableWarning, SysfsKnobs
 
 ORIN = get_device("orin-agx").spec
 

@@ -13,9 +13,9 @@ import pytest
 from fake_sysfs import GPU_DIR, make_orin
 
 from powertrain.backends.jetson import JetsonBackend
+from powertrain.backends.jetson.sysfs_knobs import SysfsKnobs, confined
 from powertrain.devices import get_device
 from powertrain.errors import ProfilingError
-from powertrain.profiling.sysfs_knobs import SysfsKnobs, confined
 
 HERE = Path(__file__).resolve().parent
 ORIN = get_device("orin-agx").spec

@@ -21,7 +21,8 @@ import torch
 from powertrain.backends.nvml import NvmlBackend, slug
 from powertrain.cli import main
 from powertrain.errors import DataError, ProfilingError
-from powertrain.profiling.sweep import MEASURED_COLUMNS, meta_path, profile, raw_log_paths
+from powertrain.profiling.store import MEASURED_COLUMNS, meta_path, raw_log_paths
+from powertrain.profiling.sweep import profile
 
 COLUMNS = [
     "device",

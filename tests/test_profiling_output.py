@@ -19,8 +19,9 @@ from sim_backend import SimBoard
 import powertrain as pt
 from powertrain.cli import main
 from powertrain.errors import DataError
-from powertrain.profiling import sweep
-from powertrain.profiling.sweep import meta_path, profile
+from powertrain.profiling import store
+from powertrain.profiling.store import meta_path
+from powertrain.profiling.sweep import profile
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,7 +38,7 @@ def _run(out, n=4, **kw):
 
 def test_a_second_writer_is_refused_at_once(tmp_path):
     out = tmp_path / "s.csv"
-    with sweep._exclusive(out):  # another run holds the output
+    with store.exclusive(out):  # another run holds the output
         with pytest.raises(DataError, match="another run is writing to this output"):
             _run(out)
     assert not out.exists()
@@ -46,7 +47,7 @@ def test_a_second_writer_is_refused_at_once(tmp_path):
 
 def test_simulate_refuses_a_locked_output(tmp_path, capsys):
     out = tmp_path / "sim.csv"
-    with sweep._exclusive(out):
+    with store.exclusive(out):
         rc = main(["simulate", "orin-agx", "resnet18", "-n", "2", "-o", str(out), "-q"])
     assert rc == 1 and "another run is writing" in capsys.readouterr().err
 

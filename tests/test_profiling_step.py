@@ -10,10 +10,10 @@ import torch
 
 from powertrain.cli import main
 from powertrain.errors import ProfilingError
-from powertrain.profiling.model_step import from_model
-from powertrain.profiling.step import TrainingStep
-from powertrain.profiling.step_loader import as_step, load_step
-from powertrain.profiling.torch_workloads import SyntheticImages, make_step, mobilenetv3, resnet18
+from powertrain.steps.loader import as_step, load_step
+from powertrain.steps.model_step import from_model
+from powertrain.steps.step import TrainingStep
+from powertrain.steps.torch_workloads import SyntheticImages, make_step, mobilenetv3, resnet18
 
 
 def test_callable_step_times_and_checks_loss():

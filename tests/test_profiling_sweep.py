@@ -15,9 +15,10 @@ import pytest
 from sim_backend import SimBoard
 
 from powertrain.errors import DataError, ProfilingError
-from powertrain.profiling import sweep
+from powertrain.profiling import store
 from powertrain.profiling.aggregate import power_per_minibatch, summarise_window
-from powertrain.profiling.sweep import meta_path, profile, profile_one, raw_log_paths
+from powertrain.profiling.store import meta_path, raw_log_paths
+from powertrain.profiling.sweep import profile, profile_one
 
 HERE = Path(__file__).parent
 
@@ -89,7 +90,7 @@ def test_power_replicated_to_minibatch_count():
 def test_profile_writes_fsynced_rows_raw_logs_and_provenance(tmp_path):
     out = tmp_path / "s.csv"
     df = profile(SimBoard(), _modes(3), batch_size=8, n_minibatches=10, out=out, progress=False)
-    assert len(df) == 3 and list(df.columns) == list(sweep.RESULT_COLUMNS)
+    assert len(df) == 3 and list(df.columns) == list(store.RESULT_COLUMNS)
     _check_no_duplicates(out, 3)
     meta = meta_path(out).read_text()
     assert '"device": "sim-board"' in meta and '"workload": "sim-wl"' in meta
@@ -116,7 +117,7 @@ def test_failure_calls_on_error_and_resume_completes(tmp_path):
 
 def test_killed_between_raw_logs_and_summary_row(tmp_path, monkeypatch):
     out = tmp_path / "s.csv"
-    real = sweep._append_csv
+    real = store.append_csv
     calls = {"n": 0}
 
     def dying_append(df, path, fsync=True, out_path=None):
@@ -126,12 +127,12 @@ def test_killed_between_raw_logs_and_summary_row(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
         real(df, path, fsync, out_path)
 
-    monkeypatch.setattr(sweep, "_append_csv", dying_append)
+    monkeypatch.setattr(store, "append_csv", dying_append)
     with pytest.raises(KeyboardInterrupt):
         profile(SimBoard(), _modes(5), batch_size=8, n_minibatches=5, out=out, progress=False)
     mb_path, _ = raw_log_paths(out)
     assert pd.read_csv(mb_path)["gpu_mhz"].nunique() == 3  # one orphan in the raw log
-    monkeypatch.setattr(sweep, "_append_csv", real)
+    monkeypatch.setattr(store, "append_csv", real)
     profile(SimBoard(), _modes(5), batch_size=8, n_minibatches=5, out=out, progress=False)
     _check_no_duplicates(out, 5)
 
@@ -209,9 +210,9 @@ def test_knob_columns_identify_configurations_and_observed_ones_do_not(tmp_path)
     board = SimBoard(knobs=("num_workers",), observed=("observed_gpu_mhz",))
     df = profile(board, modes, batch_size=8, n_minibatches=5, out=out, progress=False)
     assert list(df.columns) == [
-        *sweep.RESULT_COLUMNS[:7],
+        *store.RESULT_COLUMNS[:7],
         "num_workers",
-        *sweep.MEASURED_COLUMNS,
+        *store.MEASURED_COLUMNS,
         "observed_gpu_mhz",
     ]
     assert len(df) == 2 and list(df["num_workers"]) == [0, 2]  # differ only by the knob
@@ -243,7 +244,7 @@ def test_sweep_follows_the_backends_configuration_columns(tmp_path, capsys):
     out = tmp_path / "s.csv"
     modes = pd.DataFrame({"level": [3, 5]})
     df = profile(LevelBoard(), modes, batch_size=8, n_minibatches=3, out=out, progress=True)
-    columns = ["device", "workload", "level", "batch_size", *sweep.MEASURED_COLUMNS]
+    columns = ["device", "workload", "level", "batch_size", *store.MEASURED_COLUMNS]
     assert list(df.columns) == columns
     assert list(pd.read_csv(out).columns) == list(df.columns)
     assert df["time_ms"].tolist() == pytest.approx([2e4 / 300, 2e4 / 500])

@@ -28,7 +28,8 @@ from powertrain.corpora import REGENERATE
 from powertrain.devices import get_device
 from powertrain.errors import DataError
 from powertrain.hashing import sha256_file
-from powertrain.profiling.sweep import profile, raw_log_paths
+from powertrain.profiling.store import raw_log_paths
+from powertrain.profiling.sweep import profile
 from powertrain.twin import Twin
 from powertrain.workloads import get_workload
 

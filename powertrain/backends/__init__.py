@@ -1,9 +1,10 @@
 """Profiling backends: the boards a sweep can drive, behind one interface.
 
-``base.Backend`` declares what the sweep uses; ``twin`` adapts the digital twin,
-``jetson`` drives a real Jetson through sysfs, ``nvml`` profiles a training step on an
-NVIDIA GPU over its own knobs (threads, workers, batch size; the power limit only when
-allowed) with power from NVML; ``step`` holds what the hardware backends share.
+``base.Backend`` declares what the sweep uses; ``twin`` adapts the digital twin;
+``jetson/`` drives a real Jetson (sysfs knobs, INA3221/jtop power sensors); ``nvml``
+profiles a training step on an NVIDIA GPU over its own knobs (threads, workers, batch
+size; the power limit only when allowed) with power from NVML; ``hardware`` holds what
+the hardware backends share (the step, the clock, a power sampler).
 :func:`get_backend` builds one by name (what ``powertrain profile --backend`` calls).
 """
 
@@ -14,10 +15,10 @@ from typing import Any
 from ..errors import DataError
 from ..twin import Twin
 from .base import Backend
+from .hardware import StepBackend
 from .jetson import JetsonBackend
 from .nvml import NvmlBackend
 from .replay import ReplayBackend
-from .step import StepBackend
 from .twin import TwinBackend
 
 #: the names :func:`get_backend` knows
@@ -59,7 +60,7 @@ def get_backend(
         raise DataError(f"--device is required with --backend {name} (e.g. orin-agx)")
     if name == "twin":
         return TwinBackend(Twin(device, workload, seed=seed, **options))
-    from ..profiling.step_loader import load_step
+    from ..steps.loader import load_step
 
     step = load_step(workload, **(step_options or {})) if isinstance(workload, str) else workload
     if name == "jetson":

@@ -23,11 +23,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, ProfilingError
-from ..profiling.power_sensors import PowerSampler
-from ..profiling.step import TrainingStep
-from ..profiling.step_loader import as_step
 from ..schema import MODE_COLUMNS, check_columns
-from .step import StepBackend
+from ..steps.loader import as_step
+from ..steps.step import TrainingStep
+from .hardware import PowerSampler, StepBackend
 from .stop_signals import StopSignals, blocked
 
 

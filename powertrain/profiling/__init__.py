@@ -1,28 +1,13 @@
-"""The profiler: one sweep loop (crash-safe, resumable) over pluggable backends.
+"""The profiler: the measurement protocol, one sweep loop over pluggable backends.
 
-The measurement logic lives here (``sweep``, ``aggregate``, ``power_sensors``,
-``sysfs_knobs``, the example ``torch_workloads``); the boards it drives live in
-:mod:`powertrain.backends` (the twin, :class:`JetsonBackend`, :class:`NvmlBackend`,
-re-exported here). A user's own training step is wrapped by :class:`TrainingStep` /
-:func:`from_model`.
+``sweep`` runs the configurations and measures each (warm-up, stable window, power
+samples), ``aggregate`` holds the measurement rules, ``store`` the crash-safe output
+(append and fsync per configuration, resume, run header, lock). The boards it drives live
+in :mod:`powertrain.backends`, the training steps it times in :mod:`powertrain.steps`.
 """
 
 from __future__ import annotations
 
-from ..backends import Backend, JetsonBackend, NvmlBackend, get_backend
-from .model_step import from_model
-from .step import TrainingStep
-from .step_loader import load_step
 from .sweep import profile, profile_one
 
-__all__ = [
-    "Backend",
-    "JetsonBackend",
-    "NvmlBackend",
-    "TrainingStep",
-    "from_model",
-    "get_backend",
-    "load_step",
-    "profile",
-    "profile_one",
-]
+__all__ = ["profile", "profile_one"]

@@ -9,77 +9,20 @@ where it stopped without losing or duplicating a configuration.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
-import os
-import sys
-import time
 import warnings
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .._version import __version__
 from ..backends import Backend, as_backend
 from ..errors import DataError, ProfilingError
-from ..schema import CONFIG_COLUMNS
 from ..twin import Twin
+from . import store
 from .aggregate import stable_since, summarise_window
-
-#: measured columns written per configuration, in order, after ``device``, ``workload``
-#: and the backend's ``config_columns`` (its ``observed_columns`` follow them)
-MEASURED_COLUMNS = (
-    "time_ms",
-    "power_w",
-    "time_ms_std",
-    "power_w_std",
-    "n_minibatches",
-    "n_power_samples",
-    "stable",
-    "profile_s",
-)
-#: the summary columns of a backend with the default configuration columns and no knobs
-RESULT_COLUMNS = ("device", "workload", *CONFIG_COLUMNS, *MEASURED_COLUMNS)
-
-_ROUND = 3  # decimals a configuration is identified by (MHz tables are given to 0.1 kHz)
-
-
-def key_columns(backend: Backend) -> tuple[str, ...]:
-    """The columns that identify a configuration: what the backend sets."""
-    return tuple(backend.config_columns)
-
-
-def output_columns(backend: Backend) -> list[str]:
-    """Columns of the summary CSV for this backend, in order: identity, configuration,
-    measurements, then the backend's observed extras."""
-    names = [
-        "device",
-        "workload",
-        *backend.config_columns,
-        *MEASURED_COLUMNS,
-        *backend.observed_columns,
-    ]
-    clash = sorted({c for c in names if names.count(c) > 1})
-    if clash:  # one CSV column cannot hold both a setting and a measurement
-        raise ProfilingError(
-            f"{type(backend).__name__}: column(s) {', '.join(clash)} declared twice "
-            "(configuration, measured and observed columns must not overlap)"
-        )
-    return names
-
-
-def _config_key(row: Mapping, columns: Sequence[str]) -> tuple:
-    return tuple(round(float(row[c]), _ROUND) for c in columns)
-
-
-def _keys_of(df: pd.DataFrame, columns: Sequence[str]) -> list[tuple]:
-    vals = np.round(df[list(columns)].to_numpy(dtype=float), _ROUND)
-    return [tuple(float(x) for x in r) for r in vals]
 
 
 def _describe(config: Mapping, columns: Iterable[str]) -> str:
@@ -213,244 +156,6 @@ def profile_one(
     return row, mb, pw
 
 
-# -- crash-safe output -------------------------------------------------------------------
-
-
-def raw_log_paths(out: Path) -> tuple[Path, Path]:
-    """Where the per-minibatch and per-sample logs of ``out`` live."""
-    out = Path(out)
-    stem = out.name[: -len(".csv")] if out.name.endswith(".csv") else out.name
-    return out.with_name(stem + ".minibatches.csv"), out.with_name(stem + ".power.csv")
-
-
-def meta_path(out: Path) -> Path:
-    """The provenance sidecar of ``out`` (device, workload, backend, software, command)."""
-    out = Path(out)
-    stem = out.name[: -len(".csv")] if out.name.endswith(".csv") else out.name
-    return out.with_name(stem + ".meta.json")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _disk_error(path: Path, e: OSError, out: Path | None = None) -> DataError:
-    """A one-line error for a failed write (full disk, file-size limit, permissions)."""
-    reason = {
-        errno.ENOSPC: "the disk is full",
-        errno.EFBIG: "the file-size limit was reached",
-        errno.EDQUOT: "the disk quota is exhausted",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.EROFS: "the file system is read-only",
-        errno.EISDIR: "it is a folder",
-    }.get(e.errno, e.strerror or type(e).__name__)
-    kept = (
-        f"; the rows already in {out} are kept, rerun with the same output to resume" if out else ""
-    )
-    return DataError(f"{path}: cannot write ({reason}){kept}")
-
-
-def _append_csv(df: pd.DataFrame, path: Path, fsync: bool = True, out: Path | None = None) -> None:
-    """Append rows with one write call, flushed (and fsynced) before returning.
-
-    A write that fails part-way (full disk, file-size limit) is cut back to the file's
-    previous length, so the rows before it stay a clean CSV; then a DataError is raised."""
-    try:
-        size = path.stat().st_size if path.exists() else 0
-    except OSError as e:
-        raise _disk_error(path, e, out) from None
-    new = size == 0
-    text = df.to_csv(header=new, index=False, lineterminator="\n")
-    try:
-        with open(path, "a", newline="") as f:
-            try:
-                f.write(text)
-                f.flush()
-                if fsync:
-                    os.fsync(f.fileno())
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(f.fileno(), size)
-                raise
-    except OSError as e:
-        raise _disk_error(path, e, out) from None
-    if new and fsync:
-        _fsync_dir(path)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise _disk_error(path, e) from None
-    _fsync_dir(path)
-
-
-def lock_path(out: Path) -> Path:
-    """The lock file beside ``out`` that one writer holds for the whole sweep."""
-    out = Path(out)
-    return out.with_name(out.name + ".lock")
-
-
-@contextlib.contextmanager
-def _exclusive(out: Path):
-    """Hold an exclusive lock on ``out`` for a sweep: a second writer fails at once.
-
-    Why: two runs appending to one CSV interleave rows and duplicate configurations; the
-    lock (flock on a sidecar, released by the kernel if the process dies) prevents it."""
-    path = lock_path(out)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise _disk_error(path, e) from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DataError(
-                f"{out}: another run is writing to this output (lock {path.name} is held); "
-                "wait for it to finish or choose another output file"
-            ) from None
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def _repair_tail(path: Path) -> None:
-    """Cut a torn last line (the process died inside a write) so the CSV parses again."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as f:
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n":
-            return
-        f.seek(0)
-        cut = f.read().rfind(b"\n") + 1
-        f.truncate(cut)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _read_csv(path: Path, what: str) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise DataError(
-            f"{path}: cannot resume, the {what} is not a readable CSV ({e}); "
-            "choose another output file"
-        ) from None
-
-
-def _check_identity(where: Path, found: Mapping[str, Iterable], backend: Backend) -> None:
-    for col, expected in (("device", backend.device_name), ("workload", backend.workload_name)):
-        values = sorted({str(v) for v in found.get(col, ())})
-        if values and values != [str(expected)]:
-            raise DataError(
-                f"{where}: this output was written for {col} {', '.join(values)}, "
-                f"not {expected!r}; "
-                "profile into another output file (or delete this one to start over)"
-            )
-
-
-def _check_header(meta: Path, stored: Mapping, header: Mapping) -> None:
-    """A resumed run must be the same run: every header field equal, or an error naming it."""
-    for field in sorted(set(stored) | set(header)):
-        was, now = stored.get(field), header.get(field)
-        if was != now:
-            raise DataError(
-                f"{meta}: cannot resume, this output was written with {field} = "
-                f"{json.dumps(was)}, this run has {field} = {json.dumps(now)}; rerun with the "
-                "same settings, or profile into another output file"
-            )
-
-
-def _already_done(out: Path, backend: Backend, header: Mapping | None = None) -> set[tuple]:
-    """Configurations already in ``out``; also checks the run header against the stored
-    one, repairs a torn last line and drops raw-log rows of a configuration whose
-    summary row never made it to disk."""
-    keys = key_columns(backend)
-    meta = meta_path(out)
-    if meta.exists():
-        try:
-            info = json.loads(meta.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise DataError(
-                f"{meta}: unreadable provenance sidecar ({e}); delete it to resume"
-            ) from None
-        _check_identity(meta, {k: [info[k]] for k in ("device", "workload") if k in info}, backend)
-        if header is not None and "run" in info:
-            _check_header(meta, info["run"], header)
-    mb_path, pw_path = raw_log_paths(out)
-    for p in (out, mb_path, pw_path):
-        _repair_tail(p)
-    if not out.exists() or out.stat().st_size == 0:
-        done_df = pd.DataFrame(columns=output_columns(backend))
-    else:
-        done_df = _read_csv(out, "output")
-    if len(done_df.columns):
-        ids = {c: done_df[c] for c in ("device", "workload") if c in done_df}
-        _check_identity(out, ids, backend)
-        expected = output_columns(backend)
-        if list(done_df.columns) != expected:
-            missing = [c for c in expected if c not in done_df.columns]
-            extra = [c for c in done_df.columns if c not in expected]
-            raise DataError(
-                f"{out}: cannot resume, its columns differ from this backend's output "
-                f"(missing: {', '.join(missing) or '-'}; unexpected: {', '.join(extra) or '-'}); "
-                "profile into another output file"
-            )
-    done = set(_keys_of(done_df, keys)) if len(done_df) else set()
-    for p in (mb_path, pw_path):
-        if not p.exists() or p.stat().st_size == 0:
-            continue
-        raw = _read_csv(p, "raw log")
-        if not len(raw) or any(c not in raw.columns for c in keys):
-            continue
-        keep = np.array([k in done for k in _keys_of(raw, keys)], dtype=bool)
-        if not keep.all():  # killed between the raw logs and the summary row
-            _atomic_write(p, raw[keep].to_csv(index=False, lineterminator="\n"))
-    return done
-
-
-def _write_meta(out: Path, backend: Backend, n_minibatches: int, header: Mapping) -> None:
-    path = meta_path(out)
-    if path.exists():
-        return
-    info = {
-        "run": dict(header),
-        "device": backend.device_name,
-        "workload": backend.workload_name,
-        "n_minibatches": int(n_minibatches),
-        "sample_period_s": float(backend.sample_period_s),
-        "key_columns": list(key_columns(backend)),
-        "powertrain": __version__,
-        "python": sys.version.split()[0],
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": sys.argv,
-        "backend": backend.describe(),
-    }
-    _atomic_write(path, json.dumps(info, indent=1, default=str) + "\n")
-
-
 # -- the sweep ---------------------------------------------------------------------------
 
 
@@ -498,7 +203,7 @@ def profile(
     configs = backend.complete_modes(configs)
     configs = backend.check_modes(configs, source="modes")
     configs = backend.sweep_order(configs)
-    keys = key_columns(backend)
+    keys = store.key_columns(backend)
     missing = [c for c in keys if c not in configs.columns]
     if missing:
         raise DataError(
@@ -508,7 +213,7 @@ def profile(
     seen: set[tuple] = set()
     unique = []
     for r in records:  # the same configuration twice is profiled once
-        k = _config_key(r, keys)
+        k = store.config_key(r, keys)
         if k not in seen:
             seen.add(k)
             unique.append(r)
@@ -528,16 +233,17 @@ def profile(
         **dict(header or {}),
     }
     run = json.loads(json.dumps(run, default=str))  # as stored, so resume compares like
-    with _exclusive(out_path):
-        done = _already_done(out_path, backend, run)
-        if meta_path(out_path).exists():  # checked readable by _already_done
-            recorded = json.loads(meta_path(out_path).read_text()).get("backend")
+    with store.exclusive(out_path):
+        done = store.already_done(out_path, backend, run)
+        meta = store.meta_path(out_path)
+        if meta.exists():  # checked readable by already_done
+            recorded = json.loads(meta.read_text()).get("backend")
             backend.adopt_recorded(recorded if isinstance(recorded, dict) else {})
-        _write_meta(out_path, backend, n_minibatches, run)
+        store.write_meta(out_path, backend, n_minibatches, run)
         _sweep(
             backend, configs, unique, keys, done, out_path, n_minibatches, progress, fsync, kwargs
         )
-        result = _read_csv(out_path, "output")
+        result = store.read_csv(out_path, "output")
     return result.drop_duplicates(subset=list(keys), keep="first").reset_index(drop=True)
 
 
@@ -554,10 +260,10 @@ def _sweep(
     kwargs: dict,
 ) -> pd.DataFrame:
     """Profile the configurations of ``unique`` not in ``done``, appending to ``out_path``."""
-    todo = [r for r in unique if _config_key(r, keys) not in done]
+    todo = [r for r in unique if store.config_key(r, keys) not in done]
     if "reset_before" in configs.columns:
         _mark_resets(todo)
-    columns = output_columns(backend)
+    columns = store.output_columns(backend)
     rows: list[dict] = []
     board_s = 0.0
     bar = tqdm(
@@ -580,11 +286,11 @@ def _sweep(
             board_s += float(row.get("profile_s", 0.0))
             if out_path is not None:
                 key = {c: config[c] for c in keys}
-                mb_path, pw_path = raw_log_paths(out_path)
-                _append_csv(mb.assign(**key), mb_path, fsync, out_path)
-                _append_csv(pw.assign(**key), pw_path, fsync, out_path)
+                mb_path, pw_path = store.raw_log_paths(out_path)
+                store.append_csv(mb.assign(**key), mb_path, fsync, out_path)
+                store.append_csv(pw.assign(**key), pw_path, fsync, out_path)
                 # the commit point
-                _append_csv(pd.DataFrame([row], columns=columns), out_path, fsync, out_path)
+                store.append_csv(pd.DataFrame([row], columns=columns), out_path, fsync, out_path)
             bar.update(1)
     except BaseException:
         try:

@@ -20,13 +20,13 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from ..devices import Device, get_device
-from ..errors import ProfilingError
-from ..profiling.power_sensors import PowerSampler, open_sensor
-from ..profiling.step import TrainingStep
-from ..profiling.step_loader import as_step
-from ..profiling.sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
-from .step import StepBackend
+from ...devices import Device, get_device
+from ...errors import ProfilingError
+from ...steps.loader import as_step
+from ...steps.step import TrainingStep
+from ..hardware import PowerSampler, StepBackend
+from .power_sensors import open_sensor
+from .sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
@@ -102,7 +102,7 @@ class JetsonBackend(StepBackend):
 
     ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
     ``step(batch_size)``, or a workload name (see
-    :func:`~powertrain.profiling.step_loader.load_step`).
+    :func:`~powertrain.steps.loader.load_step`).
     ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
     Use it as a context manager (or call :meth:`close`) so the board is restored.
     ``self.device`` is the board's own power-mode space (its tables may differ from the
