@@ -113,11 +113,16 @@ class FileNvml(FakeNvml):
         if self.path.exists():
             self.limit_mw = int(self.path.read_text())
         else:
-            self.path.write_text(str(self.limit_mw))
+            self._store()
+
+    def _store(self):  # atomic: the test reads it while the child writes
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(str(self.limit_mw))
+        os.replace(tmp, self.path)
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
         super().nvmlDeviceSetPowerManagementLimit(h, mw)
-        self.path.write_text(str(self.limit_mw))
+        self._store()
 
 
 def setters_called(nvml: FakeNvml) -> list[str]:
