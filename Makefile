@@ -1,6 +1,7 @@
 # Two entry points a newcomer needs; each does its own set-up in .venv on a fresh machine.
 #   make demo   - the whole flow on the embedded default (digital twin + shipped reference model)
-#   make test   - the test suite
+#   make test   - the test suite (make test-fast: without the slow and system-touching tests)
+#   make check  - what CI checks before the tests: ruff, ruff format, the type checker
 # On a Jetson, install NVIDIA's torch wheel first and run with TORCH= (keeps your torch).
 
 SHELL := /bin/bash
@@ -11,7 +12,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 TRAIN_REFERENCE ?= tools/train_reference.py
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-fast lint typecheck check bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +28,19 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest
 
+# markers in pyproject.toml: slow (training, notebooks, benchmarks), system (subprocesses,
+# signals, a browser, a wheel build)
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow and not system"
+
 lint: setup
-	$(BIN)/ruff check powertrain tests benchmarks
+	$(BIN)/ruff check powertrain tests benchmarks tools
+	$(BIN)/ruff format --check powertrain tests benchmarks tools
+
+typecheck: setup
+	$(BIN)/mypy
+
+check: lint typecheck
 
 # One run regenerates everything the results depend on, in order, so benchmarks/results/
 # is one consistent set: the twin corpora, the shipped reference models, then every

@@ -200,7 +200,7 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def target_checks(summary: pd.DataFrame, floors: dict) -> pd.DataFrame:
-    """One row per (target, criterion) of issue 3, with the measured value and the limit."""
+    """One row per (target, criterion), with the measured value and the limit."""
     rows = []
 
     def med(target, method, n, col):
@@ -392,7 +392,7 @@ def print_tables(
                 f"   paper {r.paper_time:6.2f} / {r.paper_power:5.2f}   ({r.kind})"
             )
     if len(checks):
-        print("\nTargets (issue 3):")
+        print("\nTargets:")
         for r in checks.itertuples():
             print(
                 f"  {'MET   ' if r.meets else 'MISSED'} {r.target:<28} {r.criterion:<58} "

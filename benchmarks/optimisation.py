@@ -49,7 +49,7 @@ STRATEGIES = (
     "PRESET",
     "ORACLE",
 )
-#: experimental selection rules (issue 9 item 4), not in the library yet
+#: experimental selection rules, not in the library yet
 EXPERIMENTAL = {
     "PT@50+rr": "among modes predicted within 2 % of the fastest feasible, the lowest "
     "power + 1 sigma (re-rank near-ties by uncertainty)",
@@ -347,12 +347,12 @@ def main(argv: list[str] | None = None) -> dict:
     return out
 
 
-#: which workloads defaults were chosen on (issue 9 item 5); the rest are held out
+#: which workloads defaults were chosen on; the rest are held out
 TUNING = {"mobilenetv3": "tuning", "resnet18": "tuning"}
 
 
 def print_results(results: dict) -> None:
-    """The table, the done-when checks of issue 9 with PASS/MISS, and the paper."""
+    """The table, the decision targets with PASS/MISS, and the paper."""
     print(
         f"{'workload':12s} {'set':8s} {'strategy':13s} {'median%':>8s} {'Q1%':>6s} {'Q3%':>6s} "
         f"{'A/L%':>6s} {'A/L+1%':>7s} {'AUC W':>6s}"
@@ -371,7 +371,7 @@ def print_results(results: dict) -> None:
         "workloads (docs/twin.md), and the 35/15 refinement split after looking at MobileNetV3 "
         "and YOLOv8n; 'held-out' means no predictor default was chosen on it."
     )
-    print("\nTargets (issue 9)")
+    print("\nTargets")
 
     def check(label: str, value: float, limit: float) -> None:
         ok = value <= limit

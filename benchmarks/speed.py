@@ -1,6 +1,6 @@
 """How fast the predictor trains, transfers and predicts, each beside a same-run reference.
 
-Targets (issue 3, on 2 CPU cores): reference training <= 60 s, one transfer (both heads)
+Targets (on 2 CPU cores): reference training <= 60 s, one transfer (both heads)
 <= 3 s, predicting 108,576 configurations (18,096 Orin AGX modes x 6 batch sizes)
 <= 0.5 s. On a shared machine absolute seconds drift, so each figure is printed beside
 a reference measured in the same run on the same rows:

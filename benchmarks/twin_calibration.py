@@ -13,7 +13,7 @@ Prints (and with ``--json PATH`` writes) four things, all measured on the twin n
    corpus (profiled through ``pt.profile``) and tested on the rest, beside the paper's
    8-10 % (time) and 3.5-5 % (power) MAPE.
 
-5. decision checks of issue 9 (Orin AGX, caps 17-50 W): random sampling of 50 grid
+5. decision checks (Orin AGX, caps 17-50 W): random sampling of 50 grid
    modes (best observed) loses 12-28 % median (paper §5.2); MAXN is faster than the
    optimum under most caps and over the cap; an oracle (physics + every learnable
    deviation) loses <= 2 % median;
@@ -44,7 +44,7 @@ import powertrain as pt
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TOL = 0.15  # calibration rows (docs/twin.md)
-RANGE_TOL = 0.25  # grid ranges (issue 2)
+RANGE_TOL = 0.25  # grid ranges
 P1 = "PowerTrain FGCS 2024"
 P2 = "Accelerated training on low-power edge devices"
 #: (case, quantity) rows that a catalog constant was solved to hit (docs/twin.md)

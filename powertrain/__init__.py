@@ -40,6 +40,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'powertrain' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    # the lazy names too, so tab completion and dir(pt) list the whole API
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "CapController",
     "CapSchedule",

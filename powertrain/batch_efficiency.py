@@ -30,6 +30,7 @@ import pandas as pd
 
 from ._version import __version__
 from .errors import DataError, PowerTrainError
+from .files import atomic_write
 
 #: a training function: (batch_size, seed, target_accuracy) -> samples to target
 TrainFn = Callable[[int, int, float], int]
@@ -238,9 +239,9 @@ def r_vector(
         )
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"meta": meta, "runs": runs.to_dict("records")}, indent=1))
-            os.replace(tmp, cache)
+            atomic_write(
+                cache, json.dumps({"meta": meta, "runs": runs.to_dict("records")}, indent=1)
+            )
     g = runs.groupby("batch_size")["samples"]
     out = pd.DataFrame(
         {

@@ -25,8 +25,7 @@ from .hashing import sha256_file
 from .schema import check_columns, read_csv
 from .specs import register_device
 
-#: the knobs and targets of the shipped Zeus corpora (a GPU's power limit, per epoch)
-KNOBS = ("power_limit_w", "batch_size")
+#: the targets of the shipped Zeus corpora (per epoch)
 TARGETS = ("epoch_s", "power_w")
 #: time columns a real corpus may carry, per minibatch (ms) or per epoch (s)
 TIME_COLUMNS = ("time_ms", "epoch_s")

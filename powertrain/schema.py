@@ -118,8 +118,3 @@ def read_csv(path: str | Path, what: str = "") -> pd.DataFrame:
     if df.empty:
         raise DataError(f"{where}: has a header ({', '.join(map(str, df.columns))}) but no rows")
     return df
-
-
-def read_corpus(path: str | Path) -> pd.DataFrame:
-    """Read and validate a corpus CSV (``.csv`` or ``.csv.gz``); errors name the file."""
-    return check_samples(read_csv(path), source=str(path))

@@ -101,7 +101,6 @@ class WorkloadSpec:
 
 
 _JETSON_REQUIRED = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
-_WORKLOAD_REQUIRED = ("name",)
 
 
 def _load_json(path: Path) -> dict:

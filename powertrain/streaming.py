@@ -8,7 +8,6 @@ to the output before the next is read, so memory stays that of one chunk.
 
 from __future__ import annotations
 
-import errno
 import re
 import warnings
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import pandas as pd
 
 from .errors import DataError, PowerTrainError
+from .files import disk_reason
 from .schema import check_columns
 
 #: rows per chunk: about 100 MB of working memory while predicting
@@ -108,15 +108,7 @@ def predict_chunks(
 
 
 def _disk_error(path: str | Path, e: OSError) -> DataError:
-    reason = {
-        errno.ENOSPC: "the disk is full",
-        errno.EDQUOT: "the disk quota is exhausted",
-        errno.EROFS: "the file system is read-only",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.EISDIR: "it is a folder",
-    }.get(e.errno or 0, e.strerror or type(e).__name__)
-    return DataError(f"{path}: cannot write ({reason})")
+    return DataError(f"{path}: cannot write ({disk_reason(e)})")
 
 
 def write_csv_chunks(frames: Iterable[pd.DataFrame], out: str | Path | IO[str]) -> int:

@@ -95,7 +95,7 @@ def test_unknown_corpus_is_a_clear_error():
         make_corpora.generate("nope")
 
 
-def test_recipes_cover_the_issue():
+def test_recipes_cover_the_tuning_corpora():
     r = make_corpora.CORPORA
     wanted = {f"orin-agx_{w}_bs{b}" for w in ("resnet18", "mobilenetv3") for b in (8, 16, 32)}
     assert wanted <= set(r)

@@ -23,6 +23,7 @@ for name in ("orin-agx/resnet18", "orin-agx/mobilenetv3"):
     assert est["time_ms"].iloc[0] > 0 and est["power_w"].iloc[0] > 0
 from powertrain.corpora import load_corpus
 assert len(load_corpus("orin-agx_resnet18_bs16")) == 4368
+assert resources.files("powertrain").joinpath("py.typed").is_file()  # PEP 561: hints ship
 data = [p.name for p in resources.files("powertrain._datasets").iterdir()]
 models = [p.name for p in resources.files("powertrain._reference_models").iterdir()]
 print("datasets", sum(n.endswith(".csv") for n in data))

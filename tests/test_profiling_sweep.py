@@ -19,8 +19,11 @@ from powertrain.profiling import store
 from powertrain.profiling.aggregate import power_per_minibatch, summarise_window
 from powertrain.profiling.store import meta_path, raw_log_paths
 from powertrain.profiling.sweep import profile, profile_one
+from powertrain.schema import CONFIG_COLUMNS
 
 HERE = Path(__file__).parent
+#: the summary columns of a backend with the default configuration columns and no knobs
+RESULT_COLUMNS = ("device", "workload", *CONFIG_COLUMNS, *store.MEASURED_COLUMNS)
 
 
 def _modes(n: int = 6) -> pd.DataFrame:
@@ -90,7 +93,7 @@ def test_power_replicated_to_minibatch_count():
 def test_profile_writes_fsynced_rows_raw_logs_and_provenance(tmp_path):
     out = tmp_path / "s.csv"
     df = profile(SimBoard(), _modes(3), batch_size=8, n_minibatches=10, out=out, progress=False)
-    assert len(df) == 3 and list(df.columns) == list(store.RESULT_COLUMNS)
+    assert len(df) == 3 and list(df.columns) == list(RESULT_COLUMNS)
     _check_no_duplicates(out, 3)
     meta = meta_path(out).read_text()
     assert '"device": "sim-board"' in meta and '"workload": "sim-wl"' in meta
@@ -210,7 +213,7 @@ def test_knob_columns_identify_configurations_and_observed_ones_do_not(tmp_path)
     board = SimBoard(knobs=("num_workers",), observed=("observed_gpu_mhz",))
     df = profile(board, modes, batch_size=8, n_minibatches=5, out=out, progress=False)
     assert list(df.columns) == [
-        *store.RESULT_COLUMNS[:7],
+        *RESULT_COLUMNS[:7],
         "num_workers",
         *store.MEASURED_COLUMNS,
         "observed_gpu_mhz",

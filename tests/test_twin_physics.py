@@ -1,5 +1,5 @@
 """The twin's physics alone is monotone: raising any clock or the core count, all else
-equal, never makes a minibatch slower and never lowers the power (issue 9)."""
+equal, never makes a minibatch slower and never lowers the power."""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+from typing import Any, Callable
 
 
 def positive_int(text: str) -> int:
@@ -64,3 +66,17 @@ class IntListAction(argparse.Action):
         if not out:
             parser.error(f"argument {option_string}: give at least one positive integer")
         setattr(namespace, self.dest, out)
+
+
+def given(args: argparse.Namespace, **names: str) -> dict[str, Any]:
+    """The options the user set, as keyword arguments of a library call:
+    ``given(args, n_minibatches="minibatches")`` is ``{"n_minibatches": args.minibatches}``
+    when ``--minibatches`` was given, else ``{}``, so the library's default applies and
+    is written down once, in the library."""
+    values = {kw: getattr(args, dest) for kw, dest in names.items()}
+    return {kw: v for kw, v in values.items() if v is not None}
+
+
+def default_of(func: Callable[..., Any], name: str) -> Any:
+    """The library default of ``func``'s parameter ``name`` (for help texts)."""
+    return inspect.signature(func).parameters[name].default

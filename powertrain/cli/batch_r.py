@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import IntListAction, job_count, positive_int
+from ..batch_efficiency import r_vector
+from .args import IntListAction, default_of, given, job_count, positive_int
 
 
 def cmd_batch_r(args: argparse.Namespace) -> int:
-    from ..batch_efficiency import r_vector
     from ..errors import DataError
 
     out = Path(args.out)
@@ -19,13 +19,13 @@ def cmd_batch_r(args: argparse.Namespace) -> int:
     cache = Path(args.cache)
     if cache.exists() and not cache.is_dir():
         raise DataError(f"--cache {cache}: is a file; the cache is a folder (give another path)")
+    seeds = {"seeds": range(args.seeds)} if args.seeds is not None else {}
     table = r_vector(
         args.batch_sizes,
-        seeds=range(args.seeds),
-        target_accuracy=args.target,
         cache_dir=args.cache,
-        n_jobs=args.jobs,
         progress=args.progress or None,
+        **seeds,
+        **given(args, target_accuracy="target", n_jobs="jobs"),
     )
     table.to_csv(out, index=False)
     table.to_csv(sys.stdout, index=False, float_format="%.4g")
@@ -46,11 +46,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[8, 16, 32, 64, 128],
         help="batch sizes, e.g. 8,16,32 or 8 16 32 (default 8,16,32,64,128)",
     )
-    p.add_argument("--seeds", type=positive_int, default=3, help="seeds per batch size (3)")
-    p.add_argument("--target", type=float, default=0.95, help="validation accuracy (0.95)")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=None,
+        help=f"seeds per batch size (default {len(default_of(r_vector, 'seeds'))})",
+    )
+    p.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help=f"validation accuracy (default {default_of(r_vector, 'target_accuracy')})",
+    )
     p.add_argument("--cache", default=".powertrain-cache", help="cache folder (.powertrain-cache)")
     p.add_argument(
-        "--jobs", type=job_count, default=1, help="parallel trainings, joblib n_jobs (1)"
+        "--jobs",
+        type=job_count,
+        default=None,
+        help=f"parallel trainings, joblib n_jobs (default {default_of(r_vector, 'n_jobs')})",
     )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
     p.add_argument("-o", "--out", default="r.csv", help="output CSV (r.csv)")

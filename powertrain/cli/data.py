@@ -8,8 +8,9 @@ from pathlib import Path
 
 from ..devices import get_device
 from ..errors import SpecError
+from ..profiling.sweep import profile
 from ..specs import device_names
-from .args import nonnegative_int, positive_int
+from .args import default_of, given, nonnegative_int, positive_int
 
 
 def _write(df, out: str | None) -> None:
@@ -61,7 +62,6 @@ def cmd_modes(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from ..profiling.sweep import profile
     from ..twin import Twin
     from .profile import progress_flag
 
@@ -73,10 +73,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         twin,
         modes,
         batch_size=args.batch_size,
-        n_minibatches=args.minibatches,
         out=None if to_stdout else args.out,
         progress=progress_flag(args),
         header={"seed": args.seed},  # batch size is a configuration column: may be extended
+        **given(args, n_minibatches="minibatches"),
     )
     if to_stdout:
         df.to_csv(sys.stdout, index=False)
@@ -122,7 +122,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-n", type=positive_int, default=50, help="number of random modes to profile")
     p.add_argument("--batch-size", type=positive_int, default=16, help="batch size (16)")
     p.add_argument(
-        "--minibatches", type=positive_int, default=40, help="clean minibatches per mode"
+        "--minibatches",
+        type=positive_int,
+        default=None,
+        help=f"clean minibatches per mode (default {default_of(profile, 'n_minibatches')})",
     )
     p.add_argument(
         "--seed", type=nonnegative_int, default=0, help="seeds the twin and the mode draw"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import DataError, ModelFileError
 from ..schema import read_csv
-from .args import IntListAction, nonnegative_int, positive_int
+from .args import IntListAction, given, nonnegative_int, positive_int
 
 
 def _load_model(spec: str):
@@ -59,8 +59,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     targets = tuple(t.strip() for t in args.targets.split(","))
     if len(targets) != 2 or not all(targets):
         raise DataError(f"--targets {args.targets}: give two column names, time then power")
-    est = PowerTrainMLP(epochs=args.epochs)
-    model = Predictor(est, targets=targets, random_state=args.seed, progress=not args.quiet)
+    est = PowerTrainMLP(**given(args, epochs="epochs"))
+    model = Predictor(
+        est, targets=targets, progress=not args.quiet, **given(args, random_state="seed")
+    )
     model.fit(corpus, source=args.corpus)
     model.save(args.out)
     s = model.info_["fit_seconds"]
@@ -74,12 +76,11 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     samples = read_csv(args.samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        settings = {"loss": args.loss, "transfer_epochs": args.epochs}
         model = ref.transfer(
             samples,
             random_state=args.seed,
             source=args.samples,
-            **{k: v for k, v in settings.items() if v is not None},
+            **given(args, loss="loss", transfer_epochs="epochs"),
         )
     _show_warnings(caught)
     model.save(args.out)
@@ -159,8 +160,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the two measured columns to predict, time then power (default: time_ms,power_w; "
         "the real GPU traces: epoch_s,power_w)",
     )
-    p.add_argument("--epochs", type=positive_int, default=100, help="training epochs (100)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (0)")
+    # defaults are the library's (PowerTrainMLP, Predictor); torch loads only when one runs
+    p.add_argument(
+        "--epochs", type=positive_int, default=None, help="training epochs (default: the model's)"
+    )
+    p.add_argument(
+        "--seed", type=nonnegative_int, default=None, help="random seed (default: the model's)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_fit)
 
@@ -182,7 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the model's (auto: mape when the samples' device differs, paper §4.3.4)",
     )
     p.add_argument(
-        "--epochs", type=positive_int, default=None, help="transfer epochs (the model's: 100)"
+        "--epochs", type=positive_int, default=None, help="transfer epochs (the model's)"
     )
     p.add_argument("--seed", type=nonnegative_int, default=None, help="random seed (the model's)")
     p.set_defaults(func=cmd_transfer)

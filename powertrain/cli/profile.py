@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..backends import JetsonBackend, NvmlBackend, get_backend
 from ..errors import DataError
+from ..profiling.sweep import profile
 from ..schema import read_csv
-from .args import IntListAction, nonnegative_int
+from .args import IntListAction, default_of, given, nonnegative_int
 
 
 def _int_list(text: str) -> list[int]:
@@ -76,7 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "default: print to stdout, not resumable",
     )
     p.add_argument(
-        "--minibatches", type=int, default=40, help="clean minibatches per mode (default 40)"
+        "--minibatches",
+        type=int,
+        default=None,
+        help=f"clean minibatches per mode (default {default_of(profile, 'n_minibatches')})",
     )
     p.add_argument(
         "--seed",
@@ -111,21 +116,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sample-period",
         type=float,
         default=None,
-        help="power sampling period in s (default: jetson 1.0, nvml 0.1)",
+        help="power sampling period in s (default: jetson "
+        f"{default_of(JetsonBackend, 'sample_period_s')}, "
+        f"nvml {default_of(NvmlBackend, 'sample_period_s')})",
     )
     j = p.add_argument_group("jetson")
     j.add_argument(
         "--sensor",
         choices=("auto", "jtop", "hwmon"),
-        default="auto",
+        default=None,
         help="power source: jtop (jetson-stats service), hwmon (INA3221 files), auto "
         "(default: jtop when its service runs, else hwmon)",
     )
     j.add_argument(
         "--emc",
         choices=("auto", "bpmp", "override", "cap"),
-        default="auto",
-        help="memory clock control (default: the first one the board has)",
+        default=None,
+        help="memory clock control (default: auto, the first one the board has)",
     )
     j.add_argument(
         "--gpu-devfreq", default=None, help="GPU devfreq folder (default: found automatically)"
@@ -141,9 +148,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write memory clocks taken from the catalog when the board lists no EMC rates "
         "(default: off, such a memory clock is refused)",
     )
-    j.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)  # tests and chroots
+    j.add_argument("--sysfs-root", default=None, help=argparse.SUPPRESS)  # tests and chroots
     n = p.add_argument_group("nvml")
-    n.add_argument("--gpu", type=int, default=0, help="NVML GPU index (default 0)")
+    n.add_argument(
+        "--gpu",
+        type=int,
+        default=None,
+        help=f"NVML GPU index (default {default_of(NvmlBackend, 'gpu_index')})",
+    )
     n.add_argument(
         "--threads",
         type=_int_list,
@@ -206,18 +218,16 @@ def _step_options(args: argparse.Namespace) -> dict:
 
 
 def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    from ..profiling.sweep import profile
-
     # the seed draws the modes (and seeds the twin); batch sizes and worker counts are
     # configuration columns, so a resumed run may add new ones to the same output
     header = {"seed": args.seed}
     return profile(
         backend,
         modes,
-        n_minibatches=args.minibatches,
         out=args.out,
         progress=progress_flag(args),
         header=header,
+        **given(args, n_minibatches="minibatches"),
     )
 
 
@@ -230,19 +240,21 @@ def _backend_options(args: argparse.Namespace) -> dict:
     """Constructor options of the chosen backend, from the command line."""
     if args.backend == "jetson":
         return {
-            "root": args.sysfs_root,
-            "sensor": args.sensor,
-            "sample_period_s": args.sample_period or 1.0,
             "fan": not args.no_fan,
-            "emc": args.emc,
-            "gpu_devfreq": args.gpu_devfreq,
             "allow_unlisted_emc": args.allow_unlisted_emc,
+            **given(
+                args,
+                root="sysfs_root",
+                sensor="sensor",
+                sample_period_s="sample_period",
+                emc="emc",
+                gpu_devfreq="gpu_devfreq",
+            ),
         }
     if args.backend == "nvml":
         return {
-            "gpu_index": args.gpu,
-            "sample_period_s": args.sample_period or 0.1,
             "allow_power_limit": args.allow_power_limit,
+            **given(args, gpu_index="gpu", sample_period_s="sample_period"),
         }
     return {}
 
@@ -283,13 +295,13 @@ def _check_power_limit_options(args: argparse.Namespace) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    if args.minibatches < 1:
+    if args.minibatches is not None and args.minibatches < 1:
         raise DataError("--minibatches must be >= 1")
+    if args.sample_period is not None and not args.sample_period > 0:
+        raise DataError(f"--sample-period {args.sample_period}: give a period > 0 s")
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     _check_power_limit_options(args)
-    from ..backends import get_backend
-
     with get_backend(
         args.backend,
         args.device,

@@ -10,6 +10,10 @@ from ..errors import DataError
 from ..optimise import fastest_under, pareto_front
 from ..schema import read_csv
 from ..selection import OBJECTIVES, select
+from .args import default_of, given
+
+#: the safety-margin options, as fastest_under / select keywords
+_MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -30,18 +34,14 @@ def cmd_select(args: argparse.Namespace) -> int:
             est,
             args.r,
             power_cap_w=args.power_cap,
-            objective=args.objective,
             deadline_s=args.deadline,
-            margin_w=args.margin,
-            k_sigma=args.k_sigma,
+            **given(args, objective="objective", **_MARGINS),
         )
         best.to_frame().T.to_csv(sys.stdout, index=False)
         return 0
-    if args.objective != "time" or args.deadline is not None:
+    if args.objective not in (None, "time") or args.deadline is not None:
         raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
-    best = fastest_under(
-        est, power_cap_w=args.power_cap, margin_w=args.margin, k_sigma=args.k_sigma
-    )
+    best = fastest_under(est, power_cap_w=args.power_cap, **given(args, **_MARGINS))
     best.to_frame().T.astype(est.dtypes.to_dict()).to_csv(sys.stdout, index=False)
     return 0
 
@@ -53,9 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("estimates", help="CSV with time_ms and power_w columns (e.g. from `predict`)")
     p.add_argument("--power-cap", type=float, required=True, help="watts")
-    p.add_argument("--margin", type=float, default=0.0, help="watts kept below the cap (0)")
     p.add_argument(
-        "--k-sigma", type=float, default=0.0, help="also keep k x power_w_std below the cap (0)"
+        "--margin",
+        type=float,
+        default=None,
+        help=f"watts kept below the cap (default {default_of(fastest_under, 'margin_w')})",
+    )
+    p.add_argument(
+        "--k-sigma",
+        type=float,
+        default=None,
+        help="also keep k x power_w_std below the cap "
+        f"(default {default_of(fastest_under, 'k_sigma')})",
     )
     p.add_argument("--front", help="also write the time-power Pareto front to this CSV")
     p.add_argument(
@@ -64,7 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "size and mode jointly by time to accuracy",
     )
     p.add_argument(
-        "--objective", choices=OBJECTIVES, default="time", help="with --r: minimise (time)"
+        "--objective",
+        choices=OBJECTIVES,
+        default=None,
+        help=f"with --r: minimise (default {default_of(select, 'objective')})",
     )
     p.add_argument(
         "--deadline", type=float, help="with --r samples: only rows reaching the target in S s"

@@ -16,7 +16,6 @@ is a checksum, not a signature.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import math
@@ -31,6 +30,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ModelFileError
+from ..files import DISK_ERRNOS, disk_reason, replace_dir
 from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
 from ..schema import TARGET_COLUMNS as TARGETS
@@ -79,14 +79,7 @@ def content_sha256(meta: dict) -> str:
 
 
 def _disk_error(path: Path, e: OSError) -> ModelFileError:
-    reason = {
-        errno.ENOSPC: "the disk is full",
-        errno.EDQUOT: "the disk quota is exhausted",
-        errno.EROFS: "the file system is read-only",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-    }.get(e.errno or 0, e.strerror or type(e).__name__)
-    return ModelFileError(f"{path}: cannot write the model ({reason})")
+    return ModelFileError(f"{path}: cannot write the model ({disk_reason(e)})")
 
 
 def check_writable(path: str | Path) -> None:
@@ -154,16 +147,10 @@ def save_predictor(model: Any, path: str | Path) -> Path:
             for f in path.iterdir():  # keep what else lives there (e.g. a model card)
                 if f.is_file() and f.name not in (WEIGHTS_FILE, META_FILE):
                     shutil.copy2(f, new / f.name)
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(new, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(new, path)
+        replace_dir(new, path)
     except OSError as e:
         shutil.rmtree(new, ignore_errors=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        if e.errno in DISK_ERRNOS:
             raise _disk_error(path, e) from None
         raise
     except BaseException:

@@ -10,7 +10,6 @@ run must match; a lock file stops a second writer.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ from filelock import FileLock, Timeout
 from .._version import __version__
 from ..backends import Backend
 from ..errors import DataError, ProfilingError
-from ..schema import CONFIG_COLUMNS
+from ..files import atomic_write, disk_reason, fsync_dir
 
 #: measured columns written per configuration, in order, after ``device``, ``workload``
 #: and the backend's ``config_columns`` (its ``observed_columns`` follow them)
@@ -39,8 +38,6 @@ MEASURED_COLUMNS = (
     "stable",
     "profile_s",
 )
-#: the summary columns of a backend with the default configuration columns and no knobs
-RESULT_COLUMNS = ("device", "workload", *CONFIG_COLUMNS, *MEASURED_COLUMNS)
 
 _ROUND = 3  # decimals a configuration is identified by (MHz tables are given to 0.1 kHz)
 
@@ -92,34 +89,12 @@ def meta_path(out: Path) -> Path:
     return out.with_name(stem + ".meta.json")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def _disk_error(path: Path, e: OSError, out: Path | None = None) -> DataError:
     """A one-line error for a failed write (full disk, file-size limit, permissions)."""
-    reason = {
-        errno.ENOSPC: "the disk is full",
-        errno.EFBIG: "the file-size limit was reached",
-        errno.EDQUOT: "the disk quota is exhausted",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.EROFS: "the file system is read-only",
-        errno.EISDIR: "it is a folder",
-    }.get(e.errno, e.strerror or type(e).__name__)
     kept = (
         f"; the rows already in {out} are kept, rerun with the same output to resume" if out else ""
     )
-    return DataError(f"{path}: cannot write ({reason}){kept}")
+    return DataError(f"{path}: cannot write ({disk_reason(e)}){kept}")
 
 
 def append_csv(df: pd.DataFrame, path: Path, fsync: bool = True, out: Path | None = None) -> None:
@@ -147,22 +122,15 @@ def append_csv(df: pd.DataFrame, path: Path, fsync: bool = True, out: Path | Non
     except OSError as e:
         raise _disk_error(path, e, out) from None
     if new and fsync:
-        _fsync_dir(path)
+        fsync_dir(path)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def write_whole(path: Path, text: str) -> None:
+    """Replace ``path`` atomically; a failed write is a DataError naming the file."""
     try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, text)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise _disk_error(path, e) from None
-    _fsync_dir(path)
 
 
 def lock_path(out: Path) -> Path:
@@ -289,7 +257,7 @@ def already_done(out: Path, backend: Backend, header: Mapping | None = None) -> 
             continue
         keep = np.array([k in done for k in keys_of(raw, keys)], dtype=bool)
         if not keep.all():  # killed between the raw logs and the summary row
-            atomic_write(p, raw[keep].to_csv(index=False, lineterminator="\n"))
+            write_whole(p, raw[keep].to_csv(index=False, lineterminator="\n"))
     return done
 
 
@@ -310,4 +278,4 @@ def write_meta(out: Path, backend: Backend, n_minibatches: int, header: Mapping)
         "command": sys.argv,
         "backend": backend.describe(),
     }
-    atomic_write(path, json.dumps(info, indent=1, default=str) + "\n")
+    write_whole(path, json.dumps(info, indent=1, default=str) + "\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import PowerTrainError
+from ..files import atomic_write, replace_dir
 from .cases import CaseResult, run_group
 from .pages import CASE_FILES, case_files, index_page
 from .spec import Case, FleetSpec, load_spec
@@ -135,13 +136,7 @@ def _write_state(out: Path, spec: FleetSpec, complete: bool) -> None:
         "cases": [c.case_id for c in spec.cases()],
         "complete": complete,
     }
-    _atomic_write(out / STATE_FILE, json.dumps(state, indent=1).encode())
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write(out / STATE_FILE, json.dumps(state, indent=1).encode())
 
 
 def is_done(out: Path, case: Case) -> bool:
@@ -156,9 +151,7 @@ def write_case(out: Path, result: CaseResult) -> list[Path]:
     for name, data in case_files(result).items():
         (tmp / name).write_bytes(data)
     (tmp / DONE_MARKER).write_text("done\n")
-    if final.exists():  # a stale folder without its marker (never renamed into place)
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    replace_dir(tmp, final)  # over a stale folder without its marker, if any
     return [final / name for name in CASE_FILES]
 
 
@@ -270,6 +263,6 @@ def report(
             say(f"  [{len(reused) + len(computed)}/{len(cases)}] {result.case.case_id}")
     summaries = [json.loads((out / "cases" / c.case_id / "case.json").read_text()) for c in cases]
     index = out / "index.html"
-    _atomic_write(index, index_page(spec, summaries).encode())
+    atomic_write(index, index_page(spec, summaries).encode())
     _write_state(out, spec, complete=True)
     return ReportResult(out, index, computed, reused, [index, out / STATE_FILE, *files])

@@ -29,8 +29,6 @@ from dataclasses import replace
 
 import numpy as np
 
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-
 
 def stable_seed(*parts: object) -> int:
     """A 64-bit seed from any printable parts, identical across runs and platforms
@@ -168,7 +166,7 @@ def learnable_log_deviations(
 
 def oracle_expected(twin, modes, batch_size: int | None = None):
     """``twin.expected`` without the idiosyncratic part: physics plus every learnable
-    deviation, i.e. the best any model could know about the board (issue 9's oracle)."""
+    deviation, i.e. the best any model could know about the board (the benchmarks' oracle)."""
     from . import physics
 
     df = twin._frame(modes, batch_size)
