@@ -193,7 +193,7 @@ def run_case(
         )
     if "PRESET" in strategies:
         pre = dev.presets()
-        pe = twin.expected(pre[list(grid.columns)], b)
+        pe = twin.expected(pre.drop(columns=["name", "budget_w"]), b)  # with gpu_tpcs
         budgets = pre["budget_w"].to_numpy(dtype=float)
         times, powers = [], []
         for c in caps:

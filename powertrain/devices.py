@@ -114,12 +114,20 @@ class Device:
         return self.validate(df, source=f"{self.name} profiling_grid")
 
     def presets(self) -> pd.DataFrame:
-        """The vendor's nvpmodel modes, caps resolved to table entries, with a ``name`` column."""
-        rows = [
-            {"name": p["name"], "budget_w": p.get("budget_w"), **{k: p[k] for k in self.knobs}}
-            for p in self.spec.presets
-        ]
-        return _integers(pd.DataFrame(rows, columns=["name", "budget_w", *self.knobs]))
+        """The vendor's nvpmodel modes as the board runs them, with ``name`` and
+        ``budget_w`` columns, and ``gpu_tpcs`` (the TPCs left on) when the spec gives
+        the TPC count. A preset may use clocks outside the custom-mode tables and gate
+        TPCs, which no custom mode does; ``validate(..., presets=True)`` accepts them."""
+        tpcs = "gpu_tpcs" in self.spec.hardware
+        cols = ["name", "budget_w", *self.knobs, *(["gpu_tpcs"] if tpcs else [])]
+        rows = []
+        for p in self.spec.presets:
+            row = {"name": p["name"], "budget_w": p.get("budget_w")}
+            row.update({k: p[k] for k in self.knobs})
+            if tpcs:
+                row["gpu_tpcs"] = self.spec.gpu_tpcs_on(p)
+            rows.append(row)
+        return _integers(pd.DataFrame(rows, columns=cols))
 
     def maxn(self) -> pd.DataFrame:
         """The fastest mode: every knob at its largest value (Jetson: all cores, every
@@ -196,20 +204,53 @@ class Device:
         df["reset_before"] = rises
         return df
 
+    def _preset_rows(self, df: pd.DataFrame) -> np.ndarray:
+        """Rows whose knobs (and ``gpu_tpcs``, if given) are exactly one preset's."""
+        hit = np.zeros(len(df), dtype=bool)
+        pre = self.presets()
+        for _, p in pre.iterrows():
+            same = np.ones(len(df), dtype=bool)
+            for k in self.knobs:
+                same &= np.abs(df[k].to_numpy(dtype=float) - float(p[k])) <= _TOL
+            if "gpu_tpcs" in df.columns and "gpu_tpcs" in pre.columns:
+                same &= df["gpu_tpcs"].to_numpy(dtype=float) == float(p["gpu_tpcs"])
+            hit |= same
+        return hit
+
     def validate(
-        self, modes: pd.DataFrame, source: str | None = None, batch_size: bool = False
+        self,
+        modes: pd.DataFrame,
+        source: str | None = None,
+        batch_size: bool = False,
+        presets: bool = False,
     ) -> pd.DataFrame:
-        """Check every mode uses settings this device has; errors name the row and column."""
+        """Check every mode uses settings this device has; errors name the row and column.
+
+        With ``presets`` a row that is exactly one of the vendor's presets passes too
+        (its clocks may lie outside the custom-mode tables). A ``gpu_tpcs`` column, when
+        present, must be a whole number of TPCs the device has, fewer only in a preset.
+        """
         cols = self.config_columns if batch_size else self.knobs
         df = check_columns(modes, cols, source=source, positive=cols)
         s = self.spec
         where = f"{source}: " if source else ""
+        preset = self._preset_rows(df) if presets and s.presets else np.zeros(len(df), bool)
+        if "gpu_tpcs" in df.columns:
+            n = s.hardware.get("gpu_tpcs")
+            v = df["gpu_tpcs"].to_numpy(dtype=float)
+            bad = (v != n) & ~preset if n else np.ones(len(df), dtype=bool)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ModeError(
+                    f"{where}row {i + 1}, column 'gpu_tpcs': {v[i]:g} is not a TPC count of "
+                    f"{s.name}" + (f" outside its presets (all {n} on)" if n else "")
+                )
         for col, table in s.knob_tables().items():
             t = np.asarray(table, dtype=float)
             v = df[col].to_numpy(dtype=float)
             if col in INTEGER_COLUMNS and np.array_equal(t, np.arange(t.min(), t.max() + 1)):
                 # a count over a whole range (online cores): say the range
-                bad = (v < t.min()) | (v > t.max())
+                bad = ((v < t.min()) | (v > t.max())) & ~preset
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])
                     raise ModeError(
@@ -218,7 +259,7 @@ class Device:
                     )
                 continue
             nearest = t[np.abs(v[:, None] - t[None, :]).argmin(axis=1)]
-            bad = np.abs(nearest - v) > _TOL
+            bad = (np.abs(nearest - v) > _TOL) & ~preset
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 unit = " MHz" if col.endswith("_mhz") else ""
@@ -227,7 +268,8 @@ class Device:
                     f"{where}row {i + 1}, column '{col}': {v[i]:g}{unit} is not a {s.name} "
                     f"{what}; available: {', '.join(f'{x:g}' for x in table)}"
                 )
-            df[col] = nearest  # snap away float noise so joins on modes are exact
+            # snap away float noise so joins on modes are exact (a preset keeps its value)
+            df[col] = np.where(preset, v, nearest) if preset.any() else nearest
         return df
 
 

@@ -33,9 +33,14 @@ class DeviceSpec:
     mapping of knob name to its settable values (a datacenter GPU:
     ``{"power_limit_w": [100, 125, ...]}``). ``step_down`` names the knobs a board
     cannot raise without a reset (Jetson CPU/GPU clocks); ``stratify_by`` the knobs a
-    stratified sample spreads over. ``presets`` are the vendor's named modes (nvpmodel)
-    with caps already resolved to table entries. ``twin`` holds the physical parameters
-    the digital twin simulates the board with (optional).
+    stratified sample spreads over. ``presets`` are the vendor's named modes (nvpmodel):
+    each knob at the value the board runs under the mode's caps (an entry of the knob's
+    table, or of ``preset_tables`` when the vendor's presets run on another table, as
+    the Orin AGX GPU under JetPack 6) and, with ``tpc_pg_mask``, the GPU TPCs the mode
+    power-gates (bit i set = TPC i off). ``hardware`` holds datasheet facts
+    (``gpu_cuda_cores``, ``gpu_tpcs``, ``mem_bus_bits``) the twin derives constants
+    from. ``twin`` holds the physical parameters the digital twin simulates the board
+    with (optional; docs/twin.md lists every one).
     """
 
     name: str
@@ -49,6 +54,8 @@ class DeviceSpec:
     description: str = ""
     min_cores: int = 1
     presets: tuple[dict, ...] = ()
+    preset_tables: dict = field(default_factory=dict)
+    hardware: dict = field(default_factory=dict)
     profiling_grid: dict | None = None
     twin: dict | None = None
     sysfs: dict = field(default_factory=dict)
@@ -76,8 +83,22 @@ class DeviceSpec:
                 del d[k]
         else:
             del d["knobs"]
+        for k in ("preset_tables", "hardware"):
+            if not d[k]:
+                del d[k]
+            elif k == "preset_tables":
+                d[k] = {n: list(v) for n, v in d[k].items()}
         d.update(d.pop("extra"))  # unknown keys were kept at the top level
         return d
+
+    def gpu_tpcs_on(self, preset: dict) -> int | None:
+        """TPCs a preset leaves on (``hardware.gpu_tpcs`` minus those its
+        ``tpc_pg_mask`` gates); None without a TPC count."""
+        n = self.hardware.get("gpu_tpcs")
+        if n is None:
+            return None
+        mask = int(preset.get("tpc_pg_mask", 0))
+        return sum(1 for i in range(n) if not mask >> i & 1)
 
 
 @dataclass(frozen=True)
@@ -191,6 +212,7 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
         name=name,
         description=str(data.get("description", "")),
         presets=tuple(data.get("presets", ())),
+        hardware=_hardware(data.get("hardware", {}), where),
         profiling_grid=data.get("profiling_grid"),
         twin=data.get("twin"),
         sysfs=dict(data.get("sysfs", {})),
@@ -209,6 +231,7 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
             knobs=knobs,
             step_down=_knob_list(data, "step_down", names, where, ()),
             stratify_by=_knob_list(data, "stratify_by", names, where, names),
+            preset_tables=_preset_tables(data, names, where),
             **common,
         )
         _check_presets(spec, where)
@@ -233,17 +256,75 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
         min_cores=min_cores,
         step_down=_knob_list(data, "step_down", JETSON_KNOBS, where, ("gpu_mhz", "cpu_mhz")),
         stratify_by=_knob_list(data, "stratify_by", JETSON_KNOBS, where, ("gpu_mhz", "mem_mhz")),
+        preset_tables=_preset_tables(data, JETSON_KNOBS, where),
         **common,
     )
     _check_presets(spec, where)
     return spec
 
 
+#: datasheet facts a spec may give under ``hardware`` (all positive integers)
+HARDWARE_KEYS = {
+    "gpu_cuda_cores": "CUDA cores (FP32 lanes) of the GPU",
+    "gpu_tpcs": "texture processing clusters (2 SMs each on Volta/Ampere); nvpmodel gates them",
+    "mem_bus_bits": "DRAM bus width in bits",
+}
+
+
+def _hardware(raw: Any, where: str) -> dict:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: 'hardware' must be a mapping of {', '.join(HARDWARE_KEYS)}")
+    for k, v in raw.items():
+        if k not in HARDWARE_KEYS:
+            raise SpecError(
+                f"{where}: unknown key 'hardware.{k}'; known: {', '.join(HARDWARE_KEYS)}"
+            )
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 10**6:
+            raise SpecError(f"{where}: 'hardware.{k}' must be a positive integer, found {v!r}")
+    return dict(raw)
+
+
+def _preset_tables(data: dict, knobs: tuple[str, ...], where: str) -> dict:
+    raw = data.get("preset_tables", {})
+    if not isinstance(raw, dict) or not all(k in knobs for k in raw):
+        raise SpecError(f"{where}: 'preset_tables' must map knobs of this device to values")
+    return {
+        k: _value_table(v, f"preset_tables['{k}']", where, "a setting", MAX_MHZ)
+        for k, v in raw.items()
+    }
+
+
 def _check_presets(spec: DeviceSpec, where: str) -> None:
+    """Every preset names every knob with a value of its table (or of ``preset_tables``),
+    and a ``tpc_pg_mask`` only where ``hardware.gpu_tpcs`` says how many TPCs exist."""
+    tables = spec.knob_tables()
     for i, p in enumerate(spec.presets):
-        for k in ("name", *spec.knob_tables()):
+        if not isinstance(p, dict):
+            raise SpecError(f"{where}: presets[{i}] must be a mapping")
+        for k in ("name", *tables):
             if k not in p:
                 raise SpecError(f"{where}: presets[{i}] is missing '{k}'")
+        for k, table in tables.items():
+            v = p[k]
+            allowed = (*table, *spec.preset_tables.get(k, ()))
+            ok = not isinstance(v, bool) and isinstance(v, (int, float))
+            if not ok or min(abs(float(v) - a) for a in allowed) > 1e-3:
+                extra = " or 'preset_tables'" if spec.preset_tables.get(k) else ""
+                raise SpecError(
+                    f"{where}: presets[{i}] ({p['name']}) '{k}' = {v!r} is not in the "
+                    f"'{k}' table{extra}; give the value the board runs at under the cap "
+                    "(the highest table entry at or below it), or list the table the "
+                    "vendor's presets run on under 'preset_tables'"
+                )
+        mask = p.get("tpc_pg_mask", 0)
+        if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
+            raise SpecError(f"{where}: presets[{i}] 'tpc_pg_mask' must be an integer >= 0")
+        if mask and "gpu_tpcs" not in spec.hardware:
+            raise SpecError(
+                f"{where}: presets[{i}] gates TPCs ('tpc_pg_mask'); give 'hardware.gpu_tpcs'"
+            )
+        if spec.gpu_tpcs_on(p) == 0:
+            raise SpecError(f"{where}: presets[{i}] 'tpc_pg_mask' gates every TPC")
 
 
 def workload_spec_from_dict(data: dict, where: str = "workload spec") -> WorkloadSpec:

@@ -94,7 +94,7 @@ def test_devices_without_published_grid_fall_back_to_all_modes():
     assert len(dev.profiling_grid()) == 1800
 
 
-def test_presets_resolve_caps_to_table_entries():
+def test_presets_resolve_caps_to_the_boards_values():
     orin = pt.get_device("orin-agx")
     presets = orin.presets().set_index("name")
     assert set(presets.index) == {"MAXN", "MODE_15W", "MODE_30W", "MODE_50W"}
@@ -106,7 +106,7 @@ def test_presets_resolve_caps_to_table_entries():
         3199.0,
     )
     assert presets.loc["MODE_15W", "budget_w"] == 15
-    orin.validate(presets.reset_index())  # every preset is a valid mode
+    orin.validate(presets.reset_index(), presets=True)  # every preset passes as a preset
     nano = pt.get_device("nano").presets().set_index("name")
     # nvpmodel asks 640 MHz for the Nano 5W GPU; the driver rounds down to 614.4
     assert nano.loc["5W", "gpu_mhz"] == pytest.approx(614.4)

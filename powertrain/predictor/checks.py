@@ -17,8 +17,9 @@ from ..errors import DataError
 from ..reserved import reserved_column
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
 
-#: below this many rows a transfer (or a fit) has nothing to validate on
-MIN_SAMPLES = 5
+#: below this many rows a transfer (or a fit) has nothing to validate on; a table also
+#: needs one row per input (a Jetson's five: 5 rows; a GPU's clock and batch size: 3)
+MIN_SAMPLES = 3
 
 #: a target this many robust standard deviations (log space, median/MAD) from the rest
 #: is a recording error; real Jetson times/powers across modes and batch sizes span
@@ -93,17 +94,19 @@ def samples_table(
     targets: Sequence[str] = TARGET_COLUMNS,
     catalog_knobs: bool = True,
 ) -> pd.DataFrame:
-    """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows.
+    """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows and one
+    per input.
 
     With ``catalog_knobs`` a ``device`` column must name a catalog (or spec) device and
     every row must be one of its modes; without (the caller named the inputs itself) the
     column is provenance only, e.g. a GPU an NVML sweep profiled, not in the catalog."""
     df = measured_table(samples, source, inputs, targets, catalog_knobs)
-    if len(df) < MIN_SAMPLES:
+    need = max(MIN_SAMPLES, len(inputs))
+    if len(df) < need:
         where = f"{source}: " if source else ""
         raise DataError(
-            f"{where}{what} needs at least {MIN_SAMPLES} profiled modes, got {len(df)}; "
-            "the paper uses 10-100 (50 by default)"
+            f"{where}{what} needs at least {need} profiled modes (one per input, and at "
+            f"least {MIN_SAMPLES}), got {len(df)}; the paper uses 10-100 (50 by default)"
         )
     if catalog_knobs:
         df = check_device(df, source)

@@ -95,7 +95,7 @@ class Twin:
             df["batch_size"] = int(batch_size)
         elif "batch_size" not in df.columns:
             df["batch_size"] = self.workload.default_batch_size
-        checked = self.device.validate(df, source="modes", batch_size=True)
+        checked = self.device.validate(df, source="modes", batch_size=True, presets=True)
         out = modes.copy() if batch_size is None and "batch_size" in modes.columns else df
         for c in (*MODE_COLUMNS, "batch_size"):
             out[c] = checked[c].to_numpy()
@@ -103,6 +103,13 @@ class Twin:
 
     def _arrays(self, df: pd.DataFrame) -> list[np.ndarray]:
         return [df[c].to_numpy(dtype=float) for c in (*MODE_COLUMNS, "batch_size")]
+
+    def _tpc_frac(self, df: pd.DataFrame | Mapping) -> np.ndarray | float:
+        """Share of the GPU's TPCs on: 1 unless a ``gpu_tpcs`` column (a preset) says."""
+        n = self.device.spec.hardware.get("gpu_tpcs")
+        if "gpu_tpcs" not in df or not n:
+            return 1.0
+        return np.asarray(df["gpu_tpcs"], dtype=float) / float(n)
 
     def _coords(self, cols: list[np.ndarray]) -> np.ndarray:
         """Configuration scaled to about [0, 1] per axis (log for frequencies and batch)."""
@@ -125,8 +132,10 @@ class Twin:
             ]
         )
 
-    def _expected_arrays(self, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        phys = physics.minibatch(self.dev, self.wl, *cols)
+    def _expected_arrays(
+        self, cols: list[np.ndarray], tpc: np.ndarray | float = 1.0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        phys = physics.minibatch(self.dev, self.wl, *cols, tpc)
         starved = deviations.board_starvation(self.dev, self.wl, cols, phys)
         x = self._coords(cols)
         dt, dp = deviations.log_deviations(self.dev, self.wl, self._seeds, cols, x, starved)
@@ -136,7 +145,7 @@ class Twin:
         """The physics alone (no deviations, no noise), with the components behind it:
         compute/memory/GPU/launch/load times, GPU busy fraction and power per rail."""
         df = self._frame(modes, batch_size)
-        comp = physics.minibatch(self.dev, self.wl, *self._arrays(df))
+        comp = physics.minibatch(self.dev, self.wl, *self._arrays(df), self._tpc_frac(df))
         return df.assign(**comp)
 
     def expected(self, modes: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
@@ -147,7 +156,7 @@ class Twin:
         the workload's default. Modes the device lacks raise :class:`ModeError`.
         """
         df = self._frame(modes, batch_size)
-        t, p = self._expected_arrays(self._arrays(df))
+        t, p = self._expected_arrays(self._arrays(df), self._tpc_frac(df))
         return df.assign(time_ms=t, power_w=p)
 
     # ------------------------------------------------------------- backend interface --
@@ -194,12 +203,14 @@ class Twin:
         )
         for c, table in self._tables.items():
             ok = ok and bool(np.abs(table - row[c]).min() <= 1e-3)
-        if not ok or float(bs) != int(bs) or bs < 1:
-            # slow path, only for bad input: the device's own check names the column
+        tpcs = {"gpu_tpcs": config["gpu_tpcs"]} if "gpu_tpcs" in config else {}
+        if not ok or tpcs or float(bs) != int(bs) or bs < 1:
+            # slow path, for bad input and presets: the device's own check names the column
             self.device.validate(
-                pd.DataFrame([{**row, "batch_size": bs}]),
+                pd.DataFrame([{**row, **tpcs, "batch_size": bs}]),
                 source=f"Twin.configure({row})",
                 batch_size=True,
+                presets=True,
             )
         return [np.array([row[c]]) for c in MODE_COLUMNS] + [np.array([float(bs)])]
 
@@ -215,8 +226,11 @@ class Twin:
         idle and its clock starts on a fixed grid, so a sweep killed and resumed writes
         the same numbers as one that ran through."""
         cols = self._check_config(config)
-        t, p = self._expected_arrays(cols)
+        tpc = self._tpc_frac(config)
+        t, p = self._expected_arrays(cols, tpc)
         key = tuple(round(float(c[0]), 3) for c in cols)
+        if np.any(np.asarray(tpc) != 1.0):  # a preset with TPCs gated: its own noise
+            key = (*key, round(float(np.asarray(tpc).ravel()[0]), 3))
         repeat = self._reps.get(key, 0)
         self._reps[key] = repeat + 1
         self._rng = np.random.default_rng(

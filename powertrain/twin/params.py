@@ -2,8 +2,10 @@
 ``params`` of a workload spec.
 
 Why: devices and workloads are data (docs/design.md); this module is the one place that says
-which keys the twin reads, which are optional (with their defaults) and what a clear
-error looks like when a user-written spec lacks one.
+which keys the twin reads, which are optional (with their defaults), which follow from
+the spec's datasheet facts (:data:`DERIVED`) and what a clear error looks like when a
+user-written spec lacks one. docs/twin.md has the table of every key with its unit and
+how to estimate it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "gflops_per_mhz": None,  # peak FP32 GFLOP/s per MHz (CUDA cores x 2 FLOP)
         "efficiency": 1.0,  # architecture factor on a workload's compute efficiency
         "parallel_width": None,  # SM count in units of 128 cores: batch needed to fill it
-        "v_min": None,  # voltage at/below the knee, relative to the top frequency's
+        "v_min": 0.65,  # voltage at/below the knee, relative to the top frequency's
         "knee_mhz": None,  # V-f curve is flat below this frequency
         "dyn_w": None,  # switching power at top frequency, busy, activity 1
         "leak_w": 0.0,  # leakage at top voltage
@@ -38,7 +40,7 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
     "cpu": {
         "perf_per_mhz": 1.0,  # per-core throughput relative to a Cortex-A78AE
         "mem_stall": 0.1,  # fraction of CPU work time stalled on DRAM at top CPU/EMC clocks
-        "v_min": None,
+        "v_min": 0.65,
         "knee_mhz": None,
         "dyn_w_per_core": None,  # one core, busy, at top frequency
         "idle_w_per_core": 0.0,  # an online but idle core
@@ -80,6 +82,26 @@ DEVICE_KEYS: dict[str, dict[str, Any]] = {
         "starved_ratio": 3.0,  # GPU busy share this many times below the top mode's = starved
     },
 }
+
+#: keys that follow from the spec when the twin mapping omits them: key -> (what it is
+#: derived from, how). CUDA cores do 2 FP32 FLOP (one FMA) per clock; an SM holds 128 of
+#: them on Ampere (parallel width is counted in 128-core units on every architecture);
+#: LPDDR moves bus_bits / 8 bytes twice per EMC clock; the V-f knee sits at about a third
+#: of the top GPU clock and half the top CPU clock on the catalog Jetsons.
+DERIVED: dict[str, tuple[str, Any]] = {
+    "gpu.gflops_per_mhz": ("hardware.gpu_cuda_cores", lambda s: 2 * _hw(s, "gpu_cuda_cores") / 1e3),
+    "gpu.parallel_width": ("hardware.gpu_cuda_cores", lambda s: _hw(s, "gpu_cuda_cores") / 128),
+    "mem.gbps_per_mhz": ("hardware.mem_bus_bits", lambda s: _hw(s, "mem_bus_bits") / 8 * 2 / 1e3),
+    "gpu.knee_mhz": ("gpu_mhz", lambda s: 0.35 * max(s.gpu_mhz)),
+    "cpu.knee_mhz": ("cpu_mhz", lambda s: 0.5 * max(s.cpu_mhz)),
+}
+
+
+def _hw(spec: DeviceSpec, key: str) -> float:
+    if key not in spec.hardware:
+        raise KeyError(key)
+    return float(spec.hardware[key])
+
 
 #: keys older specs had and what took their place (a spec with them is refused with this)
 RETIRED_KEYS: dict[str, dict[str, str]] = {
@@ -173,12 +195,22 @@ def device_params(spec: DeviceSpec) -> DeviceParams:
         if unknown:
             raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} in '{section}'")
         for key, default in keys.items():
+            name = f"{section}.{key}"
             if key in sub:
-                values[f"{section}.{key}"] = _number(sub[key], f"{where}: '{section}.{key}'")
+                values[name] = _number(sub[key], f"{where}: '{name}'")
+            elif name in DERIVED:
+                source, rule = DERIVED[name]
+                try:
+                    values[name] = float(rule(spec))
+                except (KeyError, ValueError):
+                    raise SpecError(
+                        f"{where}: missing '{name}'; give it, or '{source}' in the spec to "
+                        "derive it from (docs/twin.md)"
+                    ) from None
             elif default is None and not (section == "measurement" and key == "idle_w"):
-                raise SpecError(f"{where}: missing '{section}.{key}'")
+                raise SpecError(f"{where}: missing '{name}' (docs/twin.md: how to estimate it)")
             else:
-                values[f"{section}.{key}"] = default
+                values[name] = default
     if values["measurement.idle_w"] is None:
         values["measurement.idle_w"] = values["static_w"]
     for dom in ("gpu", "cpu", "mem"):

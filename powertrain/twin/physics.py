@@ -52,18 +52,26 @@ def minibatch(
     gpu_mhz: np.ndarray,
     mem_mhz: np.ndarray,
     batch: np.ndarray,
+    tpc_frac: np.ndarray | float = 1.0,
 ) -> dict[str, np.ndarray]:
-    """Time (ms) and mean power (W) of one minibatch, plus the components behind them."""
-    cores, cpu, gpu, mem, b = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (cores, cpu_mhz, gpu_mhz, mem_mhz, batch))
+    """Time (ms) and mean power (W) of one minibatch, plus the components behind them.
+
+    ``tpc_frac``: the share of the GPU's TPCs powered (an nvpmodel preset's
+    ``TPC_PG_MASK``; 1 in every custom mode): the GPU's FLOP/s, the batch that fills it,
+    its switching power and its leakage all scale with it; memory and CPU do not.
+    """
+    cores, cpu, gpu, mem, b, tpc = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (cores, cpu_mhz, gpu_mhz, mem_mhz, batch, tpc_frac))
     )
     d, w = dev, wl
     workers = float(w.num_workers)
 
     # --- time -------------------------------------------------------------------------
-    b_half = w["batch_half"] * d["gpu.parallel_width"]
+    b_half = w["batch_half"] * d["gpu.parallel_width"] * tpc
     eff = b / (b + b_half)
-    peak_gflops = d["gpu.gflops_per_mhz"] * gpu * d["gpu.efficiency"] * w["compute_efficiency"]
+    peak_gflops = (
+        d["gpu.gflops_per_mhz"] * gpu * d["gpu.efficiency"] * w["compute_efficiency"] * tpc
+    )
     t_compute = 1e3 * w["gflop_per_sample"] * b / (peak_gflops * eff)
     bandwidth = d["mem.gbps_per_mhz"] * mem * d["mem.efficiency"]  # GB/s
     traffic_mb = w["mem_mb_fixed"] + w["mem_mb_per_sample"] * b
@@ -101,12 +109,13 @@ def minibatch(
     v_mem = voltage(mem, d["mem.v_min"], d["mem.knee_mhz"], dev.mem_range[1])
 
     gpu_busy = t_compute / t_mb  # ALUs switching (the rest of the time: stalled or idle)
-    p_half = w["power_batch_half"] * d["gpu.parallel_width"]
+    p_half = w["power_batch_half"] * d["gpu.parallel_width"] * tpc
     activity = w["gpu_activity"] * b / (b + p_half)
     idle = d["gpu.idle_frac"]
     f_gpu = gpu / dev.gpu_range[1]
     p_gpu = d["gpu.dyn_w"] * v_gpu**2 * f_gpu * (idle + (1.0 - idle) * activity * gpu_busy)
-    p_gpu_leak = d["gpu.leak_w"] * v_gpu**2
+    p_gpu = p_gpu * tpc  # a gated TPC neither switches nor leaks
+    p_gpu_leak = d["gpu.leak_w"] * v_gpu**2 * tpc
 
     # DRAM: refresh/IO background grows with the EMC clock; traffic energy per minibatch
     # is fixed by the bytes moved, so its power is that energy over the minibatch time
