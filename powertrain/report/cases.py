@@ -167,6 +167,10 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
     from ..optimise import pareto_front
 
     first = cases[0]
+    if first.device_spec is not None:  # a worker process knows only what the case carries
+        from ..specs import register_device
+
+        register_device(first.device_spec)
     samples = case_samples(first)
     reference = best_reference(first.device, first.workload, first.reference)
     run = run_case(

@@ -33,6 +33,7 @@ _TOP_KEYS = {
     "samples",
     "seed",
     "reference",
+    "device_specs",
 }
 _WORKLOAD_KEYS = {"source", "samples_csv", "command", "timeout_s"}
 _SOURCES = ("twin", "samples_csv", "command")
@@ -64,6 +65,7 @@ class Case:
     seed: int
     reference: str | None
     spec: str | None = None  # the spec file, named in the case's errors
+    device_spec: dict | None = None  # a device outside the catalog: registered where it runs
 
     @property
     def case_id(self) -> str:
@@ -86,11 +88,13 @@ class FleetSpec:
     seed: int = 0
     reference: str | None = None
     text: str = field(default="", repr=False)
+    device_specs: dict = field(default_factory=dict)  # id -> spec dict (``device_specs``)
 
     def cases(self) -> list[Case]:
         return [
             Case(d, w, b, o, self.workloads[w], self.power_caps, self.samples, self.seed,
-                 self.reference, str(self.path) if self.path else None)
+                 self.reference, str(self.path) if self.path else None,
+                 self.device_specs.get(d))
             for d, w, b, o in itertools.product(
                 self.devices, self.workloads, self.batch_sizes, self.objectives
             )
@@ -218,6 +222,28 @@ def _check_samples_fit(where: _Where, devices: tuple[str, ...], samples: int) ->
             )
 
 
+def _device_specs(where: _Where, data: dict, base: Path) -> dict[str, dict]:
+    """``device_specs``: JSON spec files (relative to the report spec) of devices outside
+    the catalog; each registers its id, which ``devices`` then names."""
+    from ..specs import register_device
+
+    raw = data.get("device_specs", [])
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise where.error("device_specs", "must be a list of device spec JSON files")
+    out = {}
+    for v in raw:
+        path = Path(v).expanduser()
+        path = path if path.is_absolute() else base / path
+        try:
+            spec = register_device(path)
+        except SpecError as e:
+            raise where.error("device_specs", f"names a bad spec: {e}") from None
+        out[spec.name] = spec.to_dict()
+    return out
+
+
 def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> FleetSpec:
     """Validate a spec's TOML ``text``; every error names ``source``, the key and its line."""
     from ..specs import device_names, workload_names
@@ -234,7 +260,8 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         if key not in data:
             raise SpecError(f"{source}: missing required key '{key}'")
     base = base if base is not None else Path.cwd()
-    devices = _names(where, data, "devices", device_names())
+    user_devices = _device_specs(where, data, base)
+    devices = _names(where, data, "devices", device_names() + sorted(user_devices))
     workloads_raw = data["workloads"]
     if isinstance(workloads_raw, list):  # a list of names: every one on the twin
         workloads_raw = {w: {"source": "twin"} for w in workloads_raw if isinstance(w, str)}
@@ -283,6 +310,7 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         seed=seed,
         reference=reference,
         text=text,
+        device_specs=user_devices,
     )
 
 
