@@ -30,6 +30,7 @@ import pandas as pd
 
 import powertrain as pt
 from powertrain.errors import DataError, NoFeasibleModeError
+from powertrain.metrics import excess_power, time_penalty_pct
 from powertrain.twin import deviations
 
 CAPS_ORIN = tuple(float(c) for c in range(17, 51))
@@ -99,26 +100,33 @@ def optimum_times(truth: pd.DataFrame, caps: np.ndarray) -> np.ndarray:
 def score_picks(
     pick_time: np.ndarray, pick_power: np.ndarray, best_time: np.ndarray, caps: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Per-cap penalty % and excess power (W) of picks given by their TRUE time/power."""
+    """Per-cap penalty %, the picks' true power and excess power (W) of picks given by
+    their TRUE time/power."""
+    power = np.asarray(pick_power, dtype=float)
     return {
-        "penalty_pct": 100.0 * (np.asarray(pick_time) / best_time - 1.0),
-        "excess_w": np.asarray(pick_power) - caps,
+        "penalty_pct": time_penalty_pct(pick_time, best_time),
+        "power_w": power,
+        "cap_w": np.asarray(caps, dtype=float),
+        "excess_w": power - caps,
     }
 
 
-def summarise(penalty_pct: np.ndarray, excess_w: np.ndarray) -> dict[str, float]:
-    """Median and Q1-Q3 of penalty, A/L %, A/L+1 % and normalised excess-power AUC."""
+def summarise(
+    penalty_pct: np.ndarray, true_power_w: np.ndarray, caps: np.ndarray
+) -> dict[str, float]:
+    """Median and Q1-Q3 of penalty, A/L %, A/L+1 % and normalised excess-power AUC
+    (:func:`powertrain.metrics.excess_power`)."""
     pen = np.asarray(penalty_pct, dtype=float)
-    exc = np.asarray(excess_w, dtype=float)
     ok = np.isfinite(pen)
     q1, med, q3 = np.percentile(pen[ok], [25, 50, 75])
+    over = excess_power(np.asarray(true_power_w, float)[ok], np.asarray(caps, float)[ok])
     return {
         "penalty_median": float(med),
         "penalty_q1": float(q1),
         "penalty_q3": float(q3),
-        "al_pct": float(100 * np.mean(exc[ok] > 1e-9)),
-        "al1_pct": float(100 * np.mean(exc[ok] > 1.0)),
-        "auc_w": float(np.mean(np.clip(exc[ok], 0, None))),
+        "al_pct": over["above_limit_pct"],
+        "al1_pct": over["above_limit_1w_pct"],
+        "auc_w": over["excess_auc_w"],
         "n": int(ok.sum()),
     }
 
@@ -161,7 +169,7 @@ def check_reference(reference: str, device: str) -> None:
         )
 
 
-def run_case(
+def score_workload(
     device: str,
     workload: str,
     reference: str,
@@ -232,9 +240,11 @@ def run_case(
                 rows = pick_under(obs[["time_ms", "power_w"]], caps)
                 add("RND@50", idx[rows])
             kw = {} if epochs is None else {"epochs": epochs}
+            # transfer -> predict through the library's one workflow (powertrain.run_case)
+            case = dict(batch_size=b, reference=ref, modes=grid, random_state=d, seed=seed,
+                        transfer_params=kw)  # fmt: skip
             if ref is not None:
-                model = ref.transfer(samples, random_state=d, **kw)
-                est = model.predict(grid, b)
+                est = pt.run_case(dev, workload, samples=samples, **case).estimates
                 for name, k in (
                     ("PT@50", 0.0),
                     ("PT@50+0.5s", 0.5),
@@ -255,13 +265,11 @@ def run_case(
             if ref is not None and any(n in strategies for n in REFINED):
                 # the first 35 of the random draw (the profiler reorders modes high to low)
                 first = samples.reset_index(drop=True)[np.isin(idx, drawn[:35])]
-                est1 = ref.transfer(first, random_state=d, **kw).predict(grid, b)
-                extra = pt.refine_modes(est1, 15, (caps.min(), caps.max()), exclude=first)
-                more = pt.profile(
-                    pt.Twin(dev, workload, seed=seed), extra[keys], batch_size=b, progress=False
-                )
-                both = pd.concat([first, more], ignore_index=True)
-                est2 = ref.transfer(both, random_state=d, **kw).predict(grid, b)
+                run = pt.run_case(
+                    dev, workload, samples=first, refine=15,
+                    refine_range=(caps.min(), caps.max()), **case,
+                )  # fmt: skip
+                both, est2 = run.samples, run.estimates
                 if "PT@35+15" in strategies:
                     add("PT@35+15", pick_under(est2, caps))
                 if "PT@35+15+obs" in strategies:
@@ -272,9 +280,10 @@ def run_case(
     out = {}
     for s, lst in scores.items():
         pen = np.concatenate([x["penalty_pct"] for x in lst])
-        exc = np.concatenate([x["excess_w"] for x in lst])
+        power = np.concatenate([x["power_w"] for x in lst])
+        cap = np.concatenate([x["cap_w"] for x in lst])
         out[s] = {
-            **summarise(pen, exc),
+            **summarise(pen, power, cap),
             "per_cap_penalty": np.nanmedian(
                 np.vstack([x["penalty_pct"] for x in lst]), axis=0
             ).tolist(),
@@ -324,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
                 ref = args.reference
         results[wl] = {
             "reference": ref,
-            "strategies": run_case(args.device, wl, ref, caps, draws, strategies),
+            "strategies": score_workload(args.device, wl, ref, caps, draws, strategies),
         }
     print(
         f"Optimisation on the twin ({args.device}, caps {caps.min():g}-{caps.max():g} W, "

@@ -254,7 +254,7 @@ def decision_checks(seed: int, draws: int) -> dict:
     out = {}
     caps = np.asarray(opt.CAPS_ORIN)
     for wl in ("resnet18", "mobilenetv3", "yolov8n", "bert-base", "lstm"):
-        r = opt.run_case(
+        r = opt.score_workload(
             "orin-agx",
             wl,
             "orin-agx/resnet18",

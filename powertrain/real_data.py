@@ -22,13 +22,12 @@ from .corpora import _folder
 from .devices import check_device, table_device
 from .errors import DataError, PowerTrainError
 from .hashing import sha256_file
+from .optimise import TIME_COLUMNS  # time columns a corpus may carry: per minibatch or epoch
 from .schema import check_columns, read_csv
 from .specs import register_device
 
 #: the targets of the shipped Zeus corpora (per epoch)
 TARGETS = ("epoch_s", "power_w")
-#: time columns a real corpus may carry, per minibatch (ms) or per epoch (s)
-TIME_COLUMNS = ("time_ms", "epoch_s")
 SIDECAR = ".provenance.json"
 
 

@@ -33,7 +33,7 @@ def test_penalty_al_al1_and_auc_on_a_hand_built_case():
     )
     np.testing.assert_allclose(s["penalty_pct"], [0.0, 100 * (80 / 60 - 1), -10.0, 0.0])
     np.testing.assert_allclose(s["excess_w"], [0.0, -10.0, 0.5, 2.0])
-    m = opt.summarise(s["penalty_pct"], s["excess_w"])
+    m = opt.summarise(s["penalty_pct"], s["power_w"], caps)
     assert m["penalty_median"] == pytest.approx(0.0)
     assert m["al_pct"] == pytest.approx(50.0)  # two picks over the cap
     assert m["al1_pct"] == pytest.approx(25.0)  # one by more than 1 W
@@ -67,7 +67,7 @@ def test_unknown_strategy_and_foreign_reference_are_named():
 
 
 def test_ground_truth_strategies_run_on_the_twin():
-    r = opt.run_case(
+    r = opt.score_workload(
         "orin-agx",
         "lstm",
         "orin-agx/resnet18",

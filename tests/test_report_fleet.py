@@ -218,3 +218,113 @@ def test_report_runs_on_a_dask_local_cluster(tmp_path):
     assert result.computed == ["orin-agx_mobilenetv3_bs16_energy"]
     assert (tmp_path / "out" / "cases" / result.computed[0] / ".done").exists()
     assert "orin-agx / mobilenetv3" in (tmp_path / "out" / "index.html").read_text()
+
+
+def _samples_csv(tmp_path: Path, device: str = "orin-agx", **edit) -> Path:
+    dev = pt.get_device(device)
+    twin = pt.Twin(device, "resnet18", seed=0)
+    df = pt.profile(twin, dev.sample(12, seed=3), batch_size=16, progress=False)
+    for column, value in edit.items():
+        df.loc[0, column] = value
+    path = tmp_path / "s.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _csv_spec(tmp_path: Path) -> Path:
+    spec = tmp_path / "csv.toml"
+    spec.write_text(
+        SMALL.replace('["time", "energy"]', '["time"]')
+        .replace("[workloads.mobilenetv3]", "[workloads.resnet18]")
+        .replace('source = "twin"', 'samples_csv = "s.csv"')
+    )
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("device", "edit", "message"),
+    [
+        ("orin-nano", {}, r"column 'device' holds orin-nano, not the case's device 'orin-agx'"),
+        ("orin-agx", {"gpu_mhz": 999.9}, r"gpu_mhz.*999.9"),
+    ],
+)
+def test_samples_of_another_device_are_refused_naming_case_and_file(
+    tmp_path, device, edit, message
+):
+    csv = _samples_csv(tmp_path, device, **edit)
+    spec = _csv_spec(tmp_path)
+    with pytest.raises(PowerTrainError, match=message) as err:
+        pt.report(spec, tmp_path / "out", n_jobs=1)
+    text = str(err.value)
+    assert "case orin-agx_resnet18_bs16_time" in text and str(csv) in text and "\n" not in text
+    assert not (tmp_path / "out" / "index.html").exists()  # no silent page
+
+
+def test_overwrite_never_deletes_a_folder_this_package_did_not_write(tmp_path, capsys):
+    spec = tmp_path / "one.toml"
+    spec.write_text(SMALL)
+    out = tmp_path / "theirs"
+    (out / "cases" / "run1").mkdir(parents=True)
+    (out / "cases" / "run1" / "data.csv").write_text("keep,me\n1,2\n")
+    (out / "report.json").write_text(json.dumps({"spec_sha256": "x", "complete": True}))
+    assert main(["report", str(spec), "-o", str(out), "--overwrite", "-j", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "not written by powertrain" in err and len(err.strip().splitlines()) == 1
+    assert (out / "cases" / "run1" / "data.csv").read_text() == "keep,me\n1,2\n"
+    assert (out / "report.json").exists()
+
+
+def test_overwrite_of_our_report_keeps_files_it_did_not_write(small_report, tmp_path):
+    import shutil
+
+    spec, out, _ = small_report
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "cases" / "mine").mkdir()
+    (copy / "cases" / "mine" / "notes.txt").write_text("keep")
+    (copy / "notes.txt").write_text("keep")
+    pt.report(spec, copy, overwrite=True, n_jobs=1)
+    assert (copy / "cases" / "mine" / "notes.txt").read_text() == "keep"
+    assert (copy / "notes.txt").read_text() == "keep"
+    assert (copy / "cases" / "orin-agx_mobilenetv3_bs16_time" / ".done").exists()
+
+
+def test_a_hanging_profiling_command_times_out_naming_the_case(tmp_path):
+    spec = tmp_path / "hang.toml"
+    spec.write_text(
+        SMALL.replace('["time", "energy"]', '["time"]').replace(
+            'source = "twin"', 'command = "sleep 30"\ntimeout_s = 1'
+        )
+    )
+    t0 = time.monotonic()
+    with pytest.raises(PowerTrainError, match=r"case orin-agx_mobilenetv3_bs16_time.*within 1 s"):
+        pt.report(spec, tmp_path / "out", n_jobs=1)
+    assert time.monotonic() - t0 < 25
+    assert load_spec(EXAMPLE).workloads["mobilenetv3"].timeout_s == 7200  # the default
+
+
+def test_a_huge_spec_is_refused_with_an_estimate_unless_confirmed(tmp_path, capsys):
+    spec = tmp_path / "huge.toml"
+    sizes = ", ".join(str(b) for b in range(1, 2501))
+    spec.write_text(SMALL.replace("batch_sizes = [16]", f"batch_sizes = [{sizes}]"))
+    assert load_spec(spec).n_cases == 5000
+    assert main(["report", str(spec), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "5,000 cases" in err and " h with " in err and "--max-cases 5000" in err
+    assert not (tmp_path / "out").exists()  # refused before touching the folder
+
+
+def test_reference_and_samples_csv_resolve_against_the_spec_folder(tmp_path, monkeypatch):
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    _samples_csv(tmp_path)
+    text = (
+        _csv_spec(tmp_path).read_text().replace("seed = 1", 'seed = 1\nreference = "models/mine"')
+    )
+    (tmp_path / "csv.toml").write_text(text)
+    monkeypatch.chdir(tmp_path / "models")  # somewhere else: neither resolves against it
+    spec = load_spec(tmp_path / "csv.toml")
+    assert spec.reference == str(tmp_path / "models" / "mine")
+    assert spec.workloads["resnet18"].path == tmp_path / "s.csv"
+    # a name that is no folder beside the spec stays a shipped model's name
+    text = SMALL.replace("seed = 1", 'seed = 1\nreference = "orin-agx/resnet18"')
+    assert parse_spec(text, base=tmp_path).reference == "orin-agx/resnet18"

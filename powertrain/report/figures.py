@@ -88,7 +88,7 @@ def plot_time_power(
         ax.set_xlabel("power (W)")
         ax.set_ylabel("time per epoch (s)" if per_epoch else "time per minibatch (ms)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8, markerscale=2)
+        ax.legend(fontsize=8, markerscale=2, loc="upper right")
     if title and not thumbnail:
         ax.set_title(title, fontsize=10)
     return ax
