@@ -328,3 +328,39 @@ def test_reference_and_samples_csv_resolve_against_the_spec_folder(tmp_path, mon
     # a name that is no folder beside the spec stays a shipped model's name
     text = SMALL.replace("seed = 1", 'seed = 1\nreference = "orin-agx/resnet18"')
     assert parse_spec(text, base=tmp_path).reference == "orin-agx/resnet18"
+
+
+def test_numbers_read_as_a_person_reads_them():
+    from powertrain.report.pages import format_value, number
+
+    assert [number(v) for v in (16990.4, 7402.2, 131.4, 12.94, 9.998, 0.2361)] == [
+        "16,990", "7,402", "131", "12.9", "10.0", "0.236",
+    ]  # fmt: skip
+    assert "e+" not in number(1.699e4)
+    assert format_value("cpu_mhz", 1036.8) == "1036.8"  # settings exact, never rounded
+    assert format_value("epoch_s", float("nan")) == ""
+
+
+def test_index_says_when_a_cap_is_above_every_mode_and_flags_over_cap_picks():
+    from powertrain.report.pages import index_page
+
+    spec = parse_spec(SMALL.replace("[12, 25, 40]", "[10, 20, 40, 60]"))
+    pick = {"feasible": True, "mode": "4 cores, CPU 1190.4 / GPU 624.75 / mem 2133 MHz",
+            "epoch_s": 16990.4, "epoch_kj": 7.3, "power_w": 12.0}  # fmt: skip
+    summary = {
+        "case_id": "c", "device": "orin-nano", "workload": "mobilenetv3", "batch_size": 16,
+        "objective": "time", "samples": 20, "source": "twin", "reference": "r",
+        "max_power_w": 15.0,
+        "picks": [
+            {"power_cap_w": 10.0, "feasible": True, **{**pick, "power_w": 9.9},
+             "true_power_w": 10.4, "over_cap_w": 0.4},
+            {"power_cap_w": 20.0, **pick, "true_power_w": 12.1, "over_cap_w": -7.9},
+            {"power_cap_w": 40.0, **pick},
+            {"power_cap_w": 60.0, **pick},
+        ],
+    }  # fmt: skip
+    page = index_page(spec, [summary])
+    assert "0.400 W over on the twin" in page and "1 pick(s) draw more than their cap" in page
+    assert "no limit: every mode draws &le; 15.0 W" in page  # the 20 W cap
+    assert page.count("same as under 20 W") == 1 and "same as under 40 W" in page
+    assert "16,990 s" in page and "e+" not in page

@@ -78,9 +78,9 @@ def plot_time_power(
     ax.set_yscale("log")
     per_epoch = y == "epoch_s"
     if thumbnail:
-        ax.tick_params(labelsize=6, length=2, pad=1)
-        ax.set_xlabel("power (W)", fontsize=6, labelpad=1)
-        ax.set_ylabel("s / epoch" if per_epoch else "ms / minibatch", fontsize=6, labelpad=1)
+        ax.tick_params(labelsize=8, length=2, pad=1)
+        ax.set_xlabel("power (W)", fontsize=8, labelpad=1)
+        ax.set_ylabel("s / epoch" if per_epoch else "ms / minibatch", fontsize=8, labelpad=1)
         from matplotlib.ticker import NullFormatter
 
         ax.yaxis.set_minor_formatter(NullFormatter())  # minor labels collide when small

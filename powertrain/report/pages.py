@@ -41,7 +41,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.grid{table-layout:fixed;width:100%}
 table.grid td{overflow-wrap:anywhere}
 .none{color:#a00} .same{color:#777} .over{color:#b00;font-weight:600}
-img.thumb{width:100%;max-width:240px;display:block}
+img.thumb{width:200px;display:block}
 p.note{color:#555;font-size:90%}
 </style></head>
 <body>$back<h1>$heading</h1>
@@ -82,18 +82,20 @@ EXACT_COLUMNS = {"cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size", "power_
 
 def number(value: float) -> str:
     """A measurement as a person reads it: 16,990 and 7,402 (never 1.699e+04), 740, 74.0,
-    7.40, 0.740 — three significant digits, no exponent, thousands separated."""
+    7.40, 0.740 — whole numbers from 100, else three significant digits; no exponent."""
     v = float(value)
     if not math.isfinite(v):
         return "" if math.isnan(v) else str(v)
-    a = abs(v)
+    rounded = float(f"{v:.3g}")  # 9.998 reads 10.0, not 10.00
+    a = abs(rounded)
+    v = v if a >= 100 else rounded
     if a >= 100 or a == 0:
         return f"{v:,.0f}"
     if a >= 10:
         return f"{v:.1f}"
     if a >= 1:
         return f"{v:.2f}"
-    return f"{v:.3g}"
+    return f"{v:#.3g}"
 
 
 def format_value(column: str, value: object) -> str:
@@ -190,6 +192,7 @@ def mode_text(row: Mapping[str, Any], config: Iterable[str]) -> str:
         if c not in row or row[c] != row[c]:
             continue
         text = named.get(c, f"{c} {{}}").format(f"{float(row[c]):.10g}")
+        text = "1 core" if text == "1 cores" else text
         (clocks if c.endswith("_mhz") else parts).append(text)
     if clocks:  # frequencies together, one unit: "CPU 2201.6 / GPU 1300.5 / mem 3199 MHz"
         parts.insert(1 if parts and parts[0].endswith("cores") else 0, " / ".join(clocks) + " MHz")
@@ -200,7 +203,7 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
     """The case's Pareto plot (time per epoch vs power): every mode predicted, the true
     values and front where the twin knows them, the profiled modes, the caps and the
     pick under each."""
-    fig, ax = new_figure((3.2, 2.1) if thumbnail else (7.5, 4.6), dpi=75 if thumbnail else 100)
+    fig, ax = new_figure((3.0, 2.0) if thumbnail else (7.5, 4.6), dpi=80 if thumbnail else 100)
     c = result.case
     picks = result.picks[result.picks["feasible"]] if len(result.picks) else result.picks
     seen = result.samples
@@ -323,24 +326,23 @@ def _cap_cell(pick: dict | None, cap: float, prev_cap: float | None, top: float 
     if pick is None or not pick["feasible"]:
         return '<td class="none">nothing fits</td>'
     if top is not None and prev_cap is not None and prev_cap >= top:
-        return (
-            f'<td class="same">same as under {prev_cap:g} W: every mode fits '
-            f"(the device draws at most {number(top)} W)</td>"
-        )
+        why = f"every mode draws at most {number(top)} W"
+        return f'<td class="same" title="{why}">same as under {prev_cap:g} W</td>'
     over = pick.get("over_cap_w")
     flag = (
-        f'<br><span class="over">&#9888; twin: {number(pick["true_power_w"])} W, '
-        f"{number(over)} W over the cap</span>"
+        f'<br><span class="over">&#9888; {number(over)} W over on the twin '
+        f"({number(pick['true_power_w'])} W)</span>"
         if over is not None and over > 0
         else ""
     )
     fits_all = (
-        f'<br><span class="same">no limit: every mode fits under {cap:g} W</span>'
+        f'<br><span class="same">no limit: every mode draws &le; {number(top)} W</span>'
         if top is not None and cap >= top
         else ""
     )
+    mode = "<br>".join(html.escape(part) for part in pick["mode"].split(", "))
     return (
-        f"<td>{html.escape(pick['mode'])}<br><b>{number(pick['epoch_s'])} s</b>, "
+        f"<td>{mode}<br><b>{number(pick['epoch_s'])} s</b> · "
         f"<b>{number(pick['epoch_kj'])} kJ</b> per epoch at {number(pick['power_w'])} W"
         f"{flag}{fits_all}</td>"
     )
@@ -349,7 +351,7 @@ def _cap_cell(pick: dict | None, cap: float, prev_cap: float | None, top: float 
 def index_page(spec: FleetSpec, summaries: list[dict]) -> str:
     """One row per case: thumbnail, and per cap the pick with its time and energy per epoch."""
     caps = spec.power_caps
-    widths = '<col style="width:13em"><col style="width:200px">' + "".join("<col>" for _ in caps)
+    widths = '<col style="width:12em"><col style="width:212px">' + "".join("<col>" for _ in caps)
     head = "<tr><th>case</th><th>Pareto front</th>" + "".join(
         f"<th>under {cap:g} W</th>" for cap in caps
     )
