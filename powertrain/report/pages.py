@@ -187,15 +187,21 @@ def mode_text(row: Mapping[str, Any], config: Iterable[str]) -> str:
     1300.5 / mem 3199 MHz, batch 16`` or ``limit 250 W, batch 64`` (knobs from the device)."""
     named = {"cores": "{} cores", "cpu_mhz": "CPU {}", "gpu_mhz": "GPU {}", "mem_mhz": "mem {}",
              "batch_size": "batch {}", "power_limit_w": "limit {} W"}  # fmt: skip
-    clocks, parts = [], []
+    clocks: list[str] = []
+    parts: list[str] = []
     for c in config:
         if c not in row or row[c] != row[c]:
             continue
         text = named.get(c, f"{c} {{}}").format(f"{float(row[c]):.10g}")
         text = "1 core" if text == "1 cores" else text
-        (clocks if c.endswith("_mhz") else parts).append(text)
-    if clocks:  # frequencies together, one unit: "CPU 2201.6 / GPU 1300.5 / mem 3199 MHz"
-        parts.insert(1 if parts and parts[0].endswith("cores") else 0, " / ".join(clocks) + " MHz")
+        if c.endswith("_mhz"):  # frequencies together, one unit: "CPU 2201.6 / ... MHz"
+            if not clocks:
+                parts.append("")  # the group's place: where its first clock is
+            clocks.append(text)
+        else:
+            parts.append(text)
+    if clocks:
+        parts[parts.index("")] = " / ".join(clocks) + " MHz"
     return ", ".join(parts)
 
 
@@ -226,7 +232,7 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
 
 
 def _picks_table(result: CaseResult) -> pd.DataFrame:
-    cols = ["power_cap_w", *result.config, "batch_size", "epoch_s", "epoch_kj", "power_w",
+    cols = ["power_cap_w", "feasible", *result.config, "batch_size", "epoch_s", "epoch_kj", "power_w",
             "power_w_std", "time_ms", "time_ms_std", "true_epoch_s", "true_epoch_kj",
             "true_power_w", "over_cap_w", "penalty_pct"]  # fmt: skip
     cols = list(dict.fromkeys(cols))
