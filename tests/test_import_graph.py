@@ -33,6 +33,10 @@ LAYERS = [
     ("powertrain.predictor", "powertrain.profiling"),
     ("powertrain.predictor", "powertrain.backends"),
     ("powertrain.optimise", "powertrain.predictor"),
+    ("powertrain.workflow", "powertrain.report"),
+    ("powertrain.refine", "powertrain.workflow"),
+    ("powertrain.selection", "powertrain.workflow"),
+    ("powertrain.evaluate", "powertrain.workflow"),
 ]
 FOREIGN = ("tools", "tests")
 #: known cycles left out of the search while being removed (none now)
