@@ -232,9 +232,9 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
 
 
 def _picks_table(result: CaseResult) -> pd.DataFrame:
-    cols = ["power_cap_w", "feasible", *result.config, "batch_size", "epoch_s", "epoch_kj", "power_w",
-            "power_w_std", "time_ms", "time_ms_std", "true_epoch_s", "true_epoch_kj",
-            "true_power_w", "over_cap_w", "penalty_pct"]  # fmt: skip
+    cols = ["power_cap_w", "feasible", *result.config, "batch_size", "epoch_s", "epoch_kj",
+            "power_w", "power_w_std", "time_ms", "time_ms_std", "true_epoch_s",
+            "true_epoch_kj", "true_power_w", "over_cap_w", "penalty_pct"]  # fmt: skip
     cols = list(dict.fromkeys(cols))
     return result.picks[[c for c in cols if c in result.picks.columns]]
 
