@@ -38,16 +38,16 @@ def cap_sweep(
     """
     if not estimates.index.equals(truth.index):
         raise DataError("cap_sweep: estimates and truth must have the same rows (same index)")
-    caps = np.asarray(list(caps), dtype=float)
-    if caps.size == 0 or not np.all(np.isfinite(caps) & (caps > 0)):
-        raise DataError(f"cap_sweep: caps must be a non-empty list of positive watts, got {caps}")
+    watts = np.asarray(list(caps), dtype=float)
+    if watts.size == 0 or not np.all(np.isfinite(watts) & (watts > 0)):
+        raise DataError(f"cap_sweep: caps must be a non-empty list of positive watts, got {watts}")
     cols = columns_of(estimates, model)
     for c in (cols.time, cols.power):
         if c not in truth.columns:
             raise DataError(f"cap_sweep: truth has no column '{c}' (the estimates' target)")
     t, p = truth[cols.time].to_numpy(float), truth[cols.power].to_numpy(float)
     rows, skipped = [], 0
-    for cap in caps:
+    for cap in watts:
         ok = p <= cap
         try:
             pick = fastest_under(

@@ -109,7 +109,7 @@ def pick_per_cap(
         row.update({c: pick[c] for c in cols.config if c in pick.index})
         row.update({c: pick[c] for c in shown if c in pick.index})
         if truth is not None:
-            true = truth.loc[pick.name]
+            true = truth.loc[pick.name]  # type: ignore[call-overload]  # a row label
             for c in shown:
                 if c in truth.columns and not c.endswith("_std"):
                     row[f"true_{c}"] = true[c]
@@ -204,6 +204,7 @@ def run_case(
         model = ref.transfer(samples, **kw)
         if refine:
             first = model.predict(modes, batch_size=batch_size)
+            assert refine_range is not None  # checked above
             extra = refine_modes(first, int(refine), refine_range, exclude=samples)
             more = profile_on_twin(dev, workload, extra, batch_size, seed)
             samples = pd.concat([samples, more], ignore_index=True)

@@ -63,7 +63,9 @@ def plot_time_power(
     if front is not None and len(front):
         ax.plot(front["power_w"], front[y], "-o", c="tab:orange", ms=1.5 if thumbnail else 3,
                 lw=1.2, label="predicted Pareto front")  # fmt: skip
-    caps = [] if power_cap_w is None else np.atleast_1d(power_cap_w).astype(float)
+    caps: list[float] = (
+        [] if power_cap_w is None else np.atleast_1d(power_cap_w).astype(float).tolist()
+    )
     top = max((float(t["power_w"].max()) for t in tables), default=np.inf) * 1.05
     shown = [c for c in caps if c <= top]
     for i, cap in enumerate(shown):

@@ -189,7 +189,7 @@ def check_address(address: object) -> str:
             f"--scheduler {address!r}: not a Dask scheduler address; give "
             "[tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786"
         )
-    return address
+    return str(address)
 
 
 def connect(address: str, timeout_s: float = 5.0):

@@ -182,7 +182,7 @@ CASE_FILES = (
 CSV_FILES = ("picks.csv", "pareto_front.csv", "samples.csv", "estimates.csv.gz")
 
 
-def mode_text(row: Mapping[str, Any], config: Iterable[str]) -> str:
+def mode_text(row: Mapping[Any, Any], config: Iterable[str]) -> str:
     """A configuration exactly as the device has it, e.g. ``8 cores, CPU 2201.6 / GPU
     1300.5 / mem 3199 MHz, batch 16`` or ``limit 250 W, batch 64`` (knobs from the device)."""
     named = {"cores": "{} cores", "cpu_mhz": "CPU {}", "gpu_mhz": "GPU {}", "mem_mhz": "mem {}",

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 #: what each objective minimises among the configurations under a cap
 OBJECTIVES = {"time": "time per epoch", "energy": "energy per epoch"}
