@@ -76,7 +76,7 @@ def test_the_twin_runs_fewer_tpcs_slower_and_at_lower_power():
     from powertrain.twin import physics
 
     cols = [np.array([float(row[c].iloc[0])]) for c in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")]
-    all_on = physics.minibatch(twin.dev, twin.wl, *cols, np.array([16.0]), 1.0)
+    all_on = physics.minibatch(twin.dev, twin.wl, *cols, np.array([16.0]), tpc_frac=1.0)
     assert gated.time_ms > all_on["time_ms"][0] and gated.power_w < all_on["power_w"][0]
     assert gated.p_gpu_w < 0.75 * all_on["p_gpu_w"][0]  # 4 of 8 TPCs: about half
     est = twin.expected(pre.reset_index().drop(columns=["name", "budget_w"]), 16)

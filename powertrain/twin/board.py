@@ -135,7 +135,7 @@ class Twin:
     def _expected_arrays(
         self, cols: list[np.ndarray], tpc: np.ndarray | float = 1.0
     ) -> tuple[np.ndarray, np.ndarray]:
-        phys = physics.minibatch(self.dev, self.wl, *cols, tpc)
+        phys = physics.minibatch(self.dev, self.wl, *cols, tpc_frac=tpc)
         starved = deviations.board_starvation(self.dev, self.wl, cols, phys)
         x = self._coords(cols)
         dt, dp = deviations.log_deviations(self.dev, self.wl, self._seeds, cols, x, starved)
@@ -145,7 +145,7 @@ class Twin:
         """The physics alone (no deviations, no noise), with the components behind it:
         compute/memory/GPU/launch/load times, GPU busy fraction and power per rail."""
         df = self._frame(modes, batch_size)
-        comp = physics.minibatch(self.dev, self.wl, *self._arrays(df), self._tpc_frac(df))
+        comp = physics.minibatch(self.dev, self.wl, *self._arrays(df), tpc_frac=self._tpc_frac(df))
         return df.assign(**comp)
 
     def expected(self, modes: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:

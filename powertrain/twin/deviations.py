@@ -171,7 +171,7 @@ def oracle_expected(twin, modes, batch_size: int | None = None):
 
     df = twin._frame(modes, batch_size)
     cols = twin._arrays(df)
-    ph = physics.minibatch(twin.dev, twin.wl, *cols, twin._tpc_frac(df))
+    ph = physics.minibatch(twin.dev, twin.wl, *cols, tpc_frac=twin._tpc_frac(df))
     starved = board_starvation(twin.dev, twin.wl, cols, ph)
     dt, dp = learnable_log_deviations(
         twin.dev, twin.wl, twin._seeds, cols, twin._coords(cols), starved

@@ -52,6 +52,7 @@ def minibatch(
     gpu_mhz: np.ndarray,
     mem_mhz: np.ndarray,
     batch: np.ndarray,
+    *,
     tpc_frac: np.ndarray | float = 1.0,
 ) -> dict[str, np.ndarray]:
     """Time (ms) and mean power (W) of one minibatch, plus the components behind them.
