@@ -265,15 +265,21 @@ def win_probabilities(
 
 
 # --------------------------------------------------------------------- the loop --
-def _measure(board: Backend, configs: pd.DataFrame) -> pd.DataFrame:
+def _measure(
+    board: Backend, configs: pd.DataFrame, out: str | None = None, n_minibatches: int = 40
+) -> pd.DataFrame:
     """Measure ``configs`` on the board: a replayed table answers from its records, any
-    other board runs the profiler on them."""
+    other board runs the profiler on them (appending each to ``out`` as it finishes)."""
     direct = getattr(board, "measure", None)
     if callable(direct):
         return direct(configs)
     from .profiling.sweep import profile
 
-    return profile(board, configs, progress=False)
+    got = profile(board, configs, progress=False, out=out, n_minibatches=n_minibatches)
+    if out is None:
+        return got
+    cols = list(board.config_columns)  # the file holds every run: keep this round's rows
+    return got.merge(configs[cols].round(3), on=cols, how="inner")
 
 
 def _describe_caps(caps: np.ndarray) -> str:
@@ -306,6 +312,8 @@ def decide(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     transfer_options: dict | None = None,
+    out: str | None = None,
+    n_minibatches: int = 40,
 ) -> Decision:
     """Choose the fastest configuration under each power cap, measuring on ``board``.
 
@@ -331,6 +339,8 @@ def decide(
     which nothing measured fits gets ``config=None`` and a reason. ``samples``: earlier
     measurements of this board to start from (not counted in the budget). ``progress``:
     called with one line per measured configuration saying why it is measured.
+    ``out``: a CSV the profiler appends each measurement to as it finishes (a board
+    other than a replayed one; pass its rows back as ``samples`` to resume).
     """
     from .backends import as_backend  # the backends import the profiler, which imports this
 
@@ -394,14 +404,15 @@ def decide(
         configs = cands.iloc[idx].reset_index(drop=True)
         for i in range(len(configs)):
             say(f"round {rnd}: measuring {_shown(configs.iloc[i].to_dict())}: {why[i]}")
-        record(_measure(board, configs), rnd, why)
+        record(_measure(board, configs, out, n_minibatches), rnd, why)
 
     if samples is not None:
         record(samples, -1, ["given"] * len(samples))
     n_new = 0
-    first = _stratified(cands[~measured], _strata(board, cands), start, rng)
+    first = _stratified(cands[~measured], _strata(board, cands), max(0, start - given), rng)
     first = np.flatnonzero(~measured)[first] if len(first) else first
-    run(first, 0, ["stratified start"] * len(first))
+    if len(first):
+        run(first, 0, ["stratified start"] * len(first))
     n_new += len(first)
     transfer_options = dict(transfer_options or {})
     history: list[tuple] = []

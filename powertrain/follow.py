@@ -156,7 +156,7 @@ class FollowResult:
     """What :func:`follow` did: one row per stretch run in one configuration."""
 
     segments: pd.DataFrame
-    #: board seconds from the start to the last minibatch (switches included)
+    #: training seconds: the board's clock summed over the minibatches run
     total_s: float
     minibatches: int
     samples: int
@@ -188,18 +188,15 @@ def follow(
     if goal < 1:
         raise DataError(f"follow: the training length must be >= 1, got {goal}")
     per_sample = samples is not None
-    t0 = board.now()
+    # training time is the board's clock summed over minibatches: a switch's cost shows
+    # in the slow first minibatch after it, and a clock that jumps between
+    # configurations (the twin's, for reproducibility) does not count as training
+    elapsed = 0.0
     done = n = 0
     cap = None
     current: dict | None = None
     segments: list[dict] = []
-
-    def close(end: float) -> None:
-        if segments and "end_s" not in segments[-1]:
-            segments[-1]["end_s"] = end
-
     while done < goal:
-        elapsed = board.now() - t0
         new_cap = schedule(elapsed, n)
         if new_cap != cap:
             cap = new_cap
@@ -207,12 +204,13 @@ def follow(
             if pick.config is None:
                 raise NoFeasibleModeError(f"at {elapsed:.0f} s the cap is {cap:g} W: {pick.reason}")
             if pick.config != current:
-                close(elapsed)
+                if segments:
+                    segments[-1]["end_s"] = elapsed
                 current = dict(pick.config)
                 board.configure(current)
                 segments.append(
                     {
-                        "start_s": board.now() - t0,
+                        "start_s": elapsed,
                         "power_cap_w": cap,
                         **current,
                         "measured": pick.measured,
@@ -221,14 +219,14 @@ def follow(
                 )
                 if on_switch is not None:
                     on_switch(elapsed, cap, current)
+        t0 = board.now()
         board.run_minibatch()
-        b = int(current.get("batch_size", 1)) if current else 1
+        elapsed += board.now() - t0
         segments[-1]["minibatches"] += 1
         n += 1
-        done += b if per_sample else 1
-    total = board.now() - t0
-    close(total)
-    return FollowResult(pd.DataFrame(segments), total, n, _samples(segments))
+        done += int(current.get("batch_size", 1)) if per_sample and current else 1
+    segments[-1]["end_s"] = elapsed
+    return FollowResult(pd.DataFrame(segments), elapsed, n, _samples(segments))
 
 
 def _samples(segments: list[dict]) -> int:

@@ -17,7 +17,28 @@ from ..backends import JetsonBackend, NvmlBackend, get_backend
 from ..errors import DataError
 from ..profiling.sweep import profile
 from ..schema import read_csv
-from .args import IntListAction, default_of, given, nonnegative_int
+from .args import IntListAction, default_of, given, nonnegative_int, positive_int
+
+#: what --strategy accepts
+STRATEGIES = ("random", "stratified", "active")
+
+
+def caps_arg(text: str) -> list[float]:
+    """``30``, ``20,30,40`` or a range ``17-50`` (1 W steps) as a list of watts."""
+    try:
+        if "-" in text.strip("-"):
+            lo, hi = (float(x) for x in text.split("-", 1))
+            if not 0 < lo <= hi:
+                raise ValueError
+            return [float(c) for c in range(int(round(lo)), int(round(hi)) + 1)]
+        caps = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give watts as 30, 20,30,40 or a range 17-50"
+        ) from None
+    if not caps or any(not c > 0 for c in caps):
+        raise argparse.ArgumentTypeError(f"{text!r}: caps must be positive watts")
+    return caps
 
 
 def _int_list(text: str) -> list[int]:
@@ -98,6 +119,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--progress",
         action="store_true",
         help="show the progress bar even when stderr is not a terminal (default: only on one)",
+    )
+    st = p.add_argument_group("strategy: which configurations to measure")
+    st.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="random",
+        help="random: --modes N drawn at random; stratified: N spread over the device's "
+        "stratify_by knobs; active: measure where the decision under --power-cap is, "
+        "transferring --reference after each round, and report the fastest measured "
+        "configuration under each cap (default: random)",
+    )
+    st.add_argument(
+        "--power-cap",
+        type=caps_arg,
+        default=None,
+        help="active: the cap(s) in W to decide for: 30, 20,30,40 or a range 17-50 "
+        "(1 W steps); required with --strategy active",
+    )
+    st.add_argument(
+        "--budget",
+        type=positive_int,
+        default=None,
+        help="active: configurations to measure at most (default 50)",
+    )
+    st.add_argument(
+        "--reference",
+        default=None,
+        help="active: the model to transfer, a model folder or a shipped name "
+        "(default: orin-agx/resnet18 on an Orin AGX)",
     )
     hw = p.add_argument_group("jetson / nvml")
     hw.add_argument(
@@ -189,7 +239,7 @@ def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
         pool = device.power_modes()
         if not 0 < n <= len(pool):
             raise DataError(f"--modes {n}: choose 1..{len(pool)} modes")
-        modes = device.sample(n, seed=args.seed)
+        modes = device.sample(n, seed=args.seed, stratified=args.strategy == "stratified")
     else:
         modes = read_csv(text, "--modes")
     return _cross(modes, args)
@@ -302,6 +352,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     _check_power_limit_options(args)
+    _check_strategy_options(args)
     with get_backend(
         args.backend,
         args.device,
@@ -310,6 +361,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         step_options=_step_options(args),
         **_backend_options(args),
     ) as backend:
+        if args.strategy == "active":
+            return _active(backend, args)
         modes = (
             _nvml_modes(backend, args) if args.backend == "nvml" else _modes(args, backend.device)
         )
@@ -319,4 +372,74 @@ def cmd_profile(args: argparse.Namespace) -> int:
     else:
         hours = float(df["profile_s"].sum()) / 3600 if "profile_s" in df else float("nan")
         print(f"{args.out}: {len(df)} configurations ({hours:.2f} h of profiling)", file=sys.stderr)
+    return 0
+
+
+def _check_strategy_options(args: argparse.Namespace) -> None:
+    """--power-cap, --budget and --reference belong to --strategy active."""
+    if args.strategy == "active":
+        if args.power_cap is None:
+            raise DataError("--strategy active needs --power-cap W (e.g. 30, 20,30 or 17-50)")
+        if args.modes is not None and not args.modes.isdigit():
+            raise DataError("--strategy active chooses its own configurations: drop --modes FILE")
+        return
+    named = [
+        name
+        for name, value in (
+            ("--power-cap", args.power_cap),
+            ("--budget", args.budget),
+            ("--reference", args.reference),
+        )
+        if value is not None
+    ]
+    if named:
+        raise DataError(f"{', '.join(named)}: only --strategy active uses them")
+
+
+def _reference(args: argparse.Namespace, device) -> object:
+    from ..predictor import Predictor
+
+    name = args.reference or f"{device.name}/resnet18"
+    if Path(name).is_dir():
+        return Predictor.load(name)
+    return Predictor.from_pretrained(name)
+
+
+def _active(backend, args: argparse.Namespace) -> int:
+    """Measure where the decision is, print why each configuration is measured, write the
+    measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
+    from ..decide import decide
+
+    if backend.device is None:
+        raise DataError("--strategy active needs --device (the mode space to decide over)")
+    ref = _reference(args, backend.device)
+    earlier = None
+    if args.out is not None and Path(args.out).is_file():
+        earlier = read_csv(args.out, "--out")  # an earlier run of this command: resume
+    quiet = args.quiet
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    result = decide(
+        backend,
+        ref,
+        args.power_cap,
+        batch_size=args.batch_size,
+        samples=earlier,
+        seed=args.seed,
+        progress=say,
+        out=args.out,
+        **given(args, n_minibatches="minibatches", budget="budget"),
+    )
+    table = result.table()
+    if args.out is None:
+        result.measurements.to_csv(sys.stdout, index=False)
+    print(
+        f"{result.n_measured} configurations measured ({result.board_s / 3600:.2f} h on the "
+        f"board), stopped: {result.stop_reason}",
+        file=sys.stderr,
+    )
+    print(table.to_string(index=False), file=sys.stderr)
     return 0

@@ -1,0 +1,545 @@
+"""Decisions with the board in the loop (``pt.decide``) against profile-then-trust.
+
+Every decision runs against a :class:`~powertrain.backends.ReplayBackend`: a board that
+answers from a recorded table, charges the board time each measurement cost and refuses
+configurations it has no record of.
+
+1. Twin, Orin AGX, one decision per cap: ``pt.decide(board, ref, cap, budget=50,
+   start=10)`` over the 4,368-mode grid; the board replays the twin corpus
+   (``datasets/orin-agx_{workload}_bs16.csv``, the twin's measurements); the truth is
+   ``Twin.expected`` (no measurement noise). Because the loop is deterministic given
+   its seed, the first k measurements of a budget-50 run are exactly what a budget-k
+   run measures (same start, same rounds), so one run scores every budget k <= 50: the
+   fastest measured configuration under the cap among the first k.
+2. Twin, one budget of 50 shared by the whole 17-50 W sweep: one ``pt.decide`` for all
+   caps.
+3. Baselines on the same caps and draws (``benchmarks/optimisation.run_case``): PT@50,
+   PT@35+15+obs (refined), NN@50, RND@50, ORACLE; and PT/RND at 25 and 10 samples for
+   the quality-vs-board-time plot.
+4. Real traces (Zeus V100/A40, per-epoch time): time to accuracy over batch size x
+   power limit, one decision per cap with a budget of 10 measured configurations, the
+   reference trained on the GPU's largest trace (the rule of benchmarks/real_data.py).
+5. A cap schedule on the twin (a battery budget falling 50 -> 15 W in 5 W steps, one
+   per hour, while training 100 epochs): total training time with ``pt.follow`` from
+   one shared-budget decision, with the oracle schedule (the true optimum under each
+   cap, no profiling), and with re-profiling (a new 25-configuration decision) at each
+   change.
+
+    python benchmarks/decisions.py [--draws N] [--caps ...] [--workloads ...]
+        [--sections per-cap shared baselines real schedule] [--json PATH] [--png PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import powertrain as pt
+from powertrain.backends import ReplayBackend, TwinBackend
+from powertrain.corpora import load_corpus
+from powertrain.errors import DataError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import optimisation  # noqa: E402  (a sibling benchmark: its baselines and scoring)
+
+WORKLOADS = ("mobilenetv3", "resnet18", "yolov8n", "bert-base", "lstm")
+TUNING = {"mobilenetv3": "tuning", "resnet18": "tuning"}
+CAPS = tuple(float(c) for c in range(17, 51))
+BUDGETS = (10, 13, 16, 19, 22, 25, 31, 40, 50)
+KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+#: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
+SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
+SECTIONS = ("per-cap", "shared", "baselines", "real", "schedule")
+
+
+def reference_for(workload: str) -> str:
+    """The shipped reference each twin workload transfers from (ResNet-18 for all but
+    itself, which uses MobileNetV3: as benchmarks/optimisation.py)."""
+    return "orin-agx/mobilenetv3" if workload == "resnet18" else "orin-agx/resnet18"
+
+
+def _truth(workload: str) -> pd.DataFrame:
+    twin = pt.Twin("orin-agx", workload, seed=0)
+    grid = twin.device.profiling_grid()
+    return twin.expected(grid, twin.workload.default_batch_size)
+
+
+def prefix_scores(
+    measured: pd.DataFrame,
+    truth: pd.DataFrame,
+    caps: np.ndarray,
+    budgets=BUDGETS,
+    board: pd.DataFrame | None = None,
+) -> list[dict]:
+    """For each budget k and cap: the fastest of the first k measurements under the cap,
+    scored against the truth (penalty %, true power over the cap) and, with ``board``
+    (the replayed table), against the best a measured decision can reach: the fastest
+    configuration whose *recorded* power fits (``penalty_board_pct``)."""
+    m = measured[measured["round"] >= 0].reset_index(drop=True)
+    t = truth.set_index(KEYS)
+    rows = []
+    for k in budgets:
+        first = m.iloc[:k]
+        for cap in caps:
+            ok = truth.power_w <= cap
+            if not ok.any():
+                continue
+            best = float(truth.time_ms[ok].min())
+            reach = np.nan
+            if board is not None and (board.power_w <= cap).any():
+                fits = board[board.power_w <= cap].merge(truth[KEYS + ["time_ms"]], on=KEYS)
+                reach = float(fits.time_ms_y.min())
+            under = first[first.power_w <= cap]
+            row = dict(budget=k, cap_w=float(cap), n_measured=min(k, len(m)))
+            if under.empty:
+                rows.append({**row, "penalty_pct": np.nan, "excess_w": np.nan, "no_pick": True})
+                continue
+            j = under.time_ms.idxmin()
+            true = t.loc[tuple(under.loc[j, KEYS])]
+            rows.append(
+                {
+                    **row,
+                    "penalty_pct": 100 * (float(true.time_ms) / best - 1),
+                    "penalty_board_pct": 100 * (float(true.time_ms) / reach - 1),
+                    "excess_w": float(true.power_w) - cap,
+                    "no_pick": False,
+                }
+            )
+    return rows
+
+
+def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFrame:
+    """Section 1: one ``pt.decide`` per (workload, cap, draw); ``partial(rows)`` is
+    called after each decision (a long run keeps what it finished)."""
+    rows: list[dict] = []
+    for wl in workloads:
+        truth = _truth(wl)
+        ref = pt.Predictor.from_pretrained(reference_for(wl))
+        corpus = load_corpus(f"orin-agx_{wl}_bs16")
+        for d in range(draws):
+            for cap in caps:
+                board = ReplayBackend(corpus)
+                t0 = time.time()
+                dec = pt.decide(board, ref, float(cap), budget=budget, start=10, seed=d)
+                for r in prefix_scores(dec.measurements, truth, np.array([cap]), board=corpus):
+                    rows.append(
+                        {
+                            **r,
+                            "workload": wl,
+                            "draw": d,
+                            "stop": dec.stop_reason,
+                            "stopped_at": dec.n_measured,
+                            "board_h": dec.board_s / 3600,
+                        }
+                    )
+                if partial is not None:
+                    partial(rows)
+                print(
+                    f"  per-cap {wl} draw {d} cap {cap:g} W: {dec.n_measured} measured, "
+                    f"{dec.stop_reason}, {time.time() - t0:.0f} s",
+                    flush=True,
+                )
+    return pd.DataFrame(rows)
+
+
+def twin_shared(workloads, caps, draws, budget=50, also=SCHEDULE_CAPS) -> tuple[pd.DataFrame, dict]:
+    """Section 2: one ``pt.decide`` for the whole sweep per (workload, draw); also
+    returns each workload's first decision (the schedule section follows it). The
+    decision also covers the caps ``also`` (the schedule's); only ``caps`` are scored."""
+    every = np.union1d(caps, also)
+    rows, first = [], {}
+    for wl in workloads:
+        truth = _truth(wl)
+        ref = pt.Predictor.from_pretrained(reference_for(wl))
+        corpus = load_corpus(f"orin-agx_{wl}_bs16")
+        for d in range(draws):
+            t0 = time.time()
+            dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, start=10, seed=d)
+            first.setdefault(wl, dec)
+            for r in prefix_scores(dec.measurements, truth, caps, board=corpus):
+                rows.append({**r, "workload": wl, "draw": d, "stop": dec.stop_reason})
+            print(
+                f"  shared {wl} draw {d}: {dec.n_measured} measured, {dec.stop_reason}, "
+                f"{time.time() - t0:.0f} s",
+                flush=True,
+            )
+    return pd.DataFrame(rows), first
+
+
+def baselines(workloads, caps, draws) -> dict:
+    """Section 3: the profile-then-trust strategies of benchmarks/optimisation.py."""
+    out = {}
+    for wl in workloads:
+        ref = reference_for(wl)
+        res = optimisation.run_case(
+            "orin-agx", wl, ref, caps, draws, ["PT@50", "PT@35+15+obs", "NN@50", "RND@50", "ORACLE"]
+        )
+        for k in (10, 25):
+            small = optimisation.run_case(
+                "orin-agx", wl, ref, caps, draws, ["PT@50", "RND@50"], n_samples=k
+            )
+            res[f"PT@{k}"], res[f"RND@{k}"] = small["PT@50"], small["RND@50"]
+        out[wl] = res
+        print(f"  baselines {wl} done", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------- real data --
+def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
+    """Section 4: per-cap decisions on the Zeus traces through the replay board
+    (``partial(rows)`` after each workload)."""
+    import real_data as rd  # the sibling benchmark: discovery and the reference rule
+
+    from powertrain.real_data import load_real_r
+
+    rows = []
+    for gpu, corpora in sorted(rd.discover(None).items()):
+        source = max(sorted(corpora), key=lambda w: len(corpora[w]))
+        ref = rd.fit_heads(corpora[source].df, 0, corpora[source].targets)
+        for wl in sorted(corpora):
+            c = corpora[wl]
+            if wl == source or c.targets[0] != "epoch_s":
+                continue
+            try:
+                r = load_real_r(wl)
+            except DataError:
+                continue
+            df = c.df[c.df.batch_size.isin(r.batch_size)].reset_index(drop=True)
+            if df.batch_size.nunique() < 2:
+                continue
+            tta = df.epoch_s.to_numpy() * df.batch_size.map(r.set_index("batch_size").epochs)
+            caps = np.arange(np.ceil(df.power_w.min() / 10) * 10 + 10, df.power_w.max() + 10, 20.0)
+            inputs = list(c.inputs)
+            for d in range(draws):
+                for cap in caps:
+                    ok = df.power_w.to_numpy() <= cap
+                    if not ok.any():
+                        continue
+                    board = ReplayBackend(df, seconds_per_config=60.0)
+                    dec = pt.decide(
+                        board,
+                        ref,
+                        float(cap),
+                        budget=budget,
+                        candidates=df[inputs],
+                        r=r[["batch_size", "epochs"]],
+                        seed=d,
+                    )
+                    p = dec.pick()
+                    best = float(tta[ok].min())
+                    row = dict(gpu=gpu, workload=wl, draw=d, cap_w=float(cap))
+                    row.update(n_measured=dec.n_measured, stop=dec.stop_reason)
+                    if p.config is None:
+                        rows.append({**row, "penalty_pct": np.nan, "excess_w": np.nan})
+                        continue
+                    hit = np.logical_and.reduce([df[k] == p.config[k] for k in inputs])
+                    j = int(np.flatnonzero(hit)[0])
+                    row.update(
+                        penalty_pct=100 * (float(tta[j]) / best - 1),
+                        excess_w=float(df.power_w[j]) - cap,
+                    )
+                    rows.append(row)
+            if partial is not None:
+                partial(rows)
+            print(f"  real {gpu} {wl}: {len(caps)} caps x {draws} draws", flush=True)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------- cap schedule --
+class _Oracle:
+    """The true optimum under each cap (Twin.expected): no profiling, no error."""
+
+    def __init__(self, truth: pd.DataFrame):
+        self.truth = truth
+
+    def config_for(self, cap: float):
+        from powertrain.decide import CapPick
+
+        row = pt.fastest_under(self.truth, cap)
+        return CapPick(cap, {k: float(row[k]) for k in KEYS}, True, None, None, None, 1.0, "")
+
+
+def schedule(decisions: dict, epochs=100, step_s=3600.0, reprofile_budget=10) -> list[dict]:
+    """Section 5: total training time under a falling cap (``SCHEDULE_CAPS``, one step every
+    ``step_s``) on a live twin board, following each workload's shared decision (its
+    measurements replayed from the twin corpus, their recorded board time charged), and
+    with the oracle schedule. Profiling runs the training job itself, so its minibatches
+    count as progress (PowerTrain §3: profiling "is not wasted"); the ``lost`` variant
+    counts them as lost. Re-profiling at each change is bounded below: the same picks as
+    following, plus ``reprofile_budget`` configurations of board time at each change."""
+    rows = []
+    caps = SCHEDULE_CAPS
+    sched = pt.CapSchedule([(i * step_s, float(c)) for i, c in enumerate(caps)])
+    for wl, dec in decisions.items():
+        twin = pt.Twin("orin-agx", wl, seed=0)
+        b = twin.workload.default_batch_size
+        n = int(np.ceil(twin.workload.dataset_samples / b)) * epochs
+        truth = _truth(wl)
+        oracle = pt.follow(
+            TwinBackend(pt.Twin("orin-agx", wl, seed=0)), _Oracle(truth), sched, minibatches=n
+        )
+        ran = dec.measurements[dec.measurements["round"] >= 0]
+        credited = int(np.sum(ran.profile_s * 1e3 / ran.time_ms))
+        ctl = pt.CapController.from_decision(dec)
+        kept = pt.follow(
+            TwinBackend(pt.Twin("orin-agx", wl, seed=0)),
+            ctl,
+            sched,
+            minibatches=max(1, n - credited),
+        )
+        lost = pt.follow(TwinBackend(pt.Twin("orin-agx", wl, seed=0)), ctl, sched, minibatches=n)
+        per_config_s = float(ran.profile_s.median())
+        changes = len(caps) - 1
+        row = dict(
+            workload=wl,
+            minibatches=n,
+            oracle_h=oracle.total_s / 3600,
+            profiling_h=dec.board_s / 3600,
+            follow_h=(dec.board_s + kept.total_s) / 3600,
+            follow_lost_h=(dec.board_s + lost.total_s) / 3600,
+            reprofile_lower_bound_h=(
+                dec.board_s + lost.total_s + changes * reprofile_budget * per_config_s
+            )
+            / 3600,
+            unmeasured_segments=int((~kept.segments.measured.astype(bool)).sum()),
+        )
+        for k in ("follow_h", "follow_lost_h", "reprofile_lower_bound_h"):
+            row[k[:-2] + "_over_oracle_pct"] = 100 * (row[k] / row["oracle_h"] - 1)
+        rows.append(row)
+        print(f"  schedule {wl}: {row}", flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------ report --
+def _summ(df: pd.DataFrame) -> dict:
+    pen = df.penalty_pct.to_numpy(float)
+    ok = np.isfinite(pen)
+    exc = df.excess_w.to_numpy(float)[ok]
+    return {
+        "penalty_median": float(np.median(pen[ok])) if ok.any() else np.nan,
+        "penalty_q3": float(np.percentile(pen[ok], 75)) if ok.any() else np.nan,
+        "board_median": float(np.nanmedian(df.penalty_board_pct))
+        if "penalty_board_pct" in df and ok.any()
+        else np.nan,
+        "al1_pct": float(100 * np.mean(exc > 1.0)) if ok.any() else np.nan,
+        "no_pick_pct": float(100 * np.mean(~ok)),
+        "n": int(len(df)),
+    }
+
+
+def check(label: str, value: float, limit: float) -> str:
+    ok = bool(np.isfinite(value) and value <= limit)
+    by = "" if ok else f" (by {value - limit:.2f})"
+    return f"  {label:62s} {value:7.2f} <= {limit:g}  {'MET' if ok else 'MISSED' + by}"
+
+
+def report(out: dict) -> None:
+    draws = out["draws"]
+    lines = []
+    if "per_cap" in out:
+        pc = pd.DataFrame(out["per_cap"])
+        print(f"\n1. Twin, one decision per cap ({len(out['caps'])} caps, {draws} draws)")
+        print(
+            f"{'workload':12s} {'set':8s} {'budget':>6s} {'median%':>8s} {'Q3%':>6s} "
+            f"{'A/L+1%':>7s} {'nopick%':>8s} {'stopped at (median)':>20s} {'vs board%':>9s}"
+        )
+        for (wl, k), g in pc.groupby(["workload", "budget"], sort=False):
+            s = _summ(g)
+            print(
+                f"{wl:12s} {TUNING.get(wl, 'held-out'):8s} {k:6d} {s['penalty_median']:8.2f} "
+                f"{s['penalty_q3']:6.2f} {s['al1_pct']:7.1f} {s['no_pick_pct']:8.1f} "
+                f"{g.stopped_at.median():20.0f} {s['board_median']:9.2f}"
+            )
+        for wl, g in pc[pc.budget == 50].groupby("workload", sort=False):
+            s = _summ(g)
+            lines.append(
+                check(f"{wl} per-cap budget 50 median penalty %", s["penalty_median"], 0.5)
+            )
+            lines.append(check(f"{wl} per-cap budget 50 A/L+1 %", s["al1_pct"], 1.0))
+        stops = pc[pc.budget == 50].groupby("stop").size()
+        print("stop reasons (budget 50 runs): " + ", ".join(f"{k} {v}" for k, v in stops.items()))
+        print(f"board hours per decision (median): {pc[pc.budget == 50].board_h.median():.2f}")
+    if "shared" in out:
+        sh = pd.DataFrame(out["shared"])
+        print(f"\n2. Twin, one budget shared by the sweep ({draws} draws)")
+        for (wl, k), g in sh.groupby(["workload", "budget"], sort=False):
+            if k in (25, 50):
+                s = _summ(g)
+                print(
+                    f"{wl:12s} {TUNING.get(wl, 'held-out'):8s} budget {k:3d}: median "
+                    f"{s['penalty_median']:6.2f} % Q3 {s['penalty_q3']:6.2f} A/L+1 "
+                    f"{s['al1_pct']:5.1f} % no pick {s['no_pick_pct']:5.1f} %"
+                )
+        s = _summ(sh[sh.budget == 50])
+        lines.append(
+            check("shared budget 50, all workloads, median penalty %", s["penalty_median"], 1.5)
+        )
+    if "baselines" in out:
+        print(f"\n3. Baselines on the same caps ({draws} draws)")
+        for wl, res in out["baselines"].items():
+            for s, v in res.items():
+                print(
+                    f"{wl:12s} {s:14s} median {v['penalty_median']:7.2f} % Q3 "
+                    f"{v['penalty_q3']:6.2f} A/L+1 {v['al1_pct']:5.1f} %"
+                )
+        if "per_cap" in out:
+            pc = pd.DataFrame(out["per_cap"])
+            for wl, res in out["baselines"].items():
+                g = pc[(pc.workload == wl) & (pc.budget == 25)]
+                if len(g) and "PT@50" in res:
+                    s = _summ(g)
+                    lines.append(
+                        check(
+                            f"{wl} active@25 median - PT@50 median (points)",
+                            s["penalty_median"] - res["PT@50"]["penalty_median"],
+                            0.0,
+                        )
+                    )
+                    lines.append(
+                        check(
+                            f"{wl} active@25 A/L+1 - PT@50 A/L+1 (points)",
+                            s["al1_pct"] - res["PT@50"]["al1_pct"],
+                            0.0,
+                        )
+                    )
+    if "real" in out and len(out["real"]):
+        rl = pd.DataFrame(out["real"])
+        print(f"\n4. Real traces through the replay board (budget 10 per cap, {draws} draws)")
+        g = rl.groupby(["gpu", "workload"]).apply(
+            lambda x: pd.Series(_summ(x)), include_groups=False
+        )
+        print(g.round(2).to_string())
+        s = _summ(rl)
+        print(f"measured per cap: median {rl.n_measured.median():.0f}, max {rl.n_measured.max()}")
+        lines.append(check("real traces median penalty %", s["penalty_median"], 0.5))
+        lines.append(check("real traces picks over cap + 1 W (%)", s["al1_pct"], 0.0))
+        lines.append(check("real traces max measured per cap", float(rl.n_measured.max()), 10))
+    if "schedule" in out:
+        print(
+            "\n5. Cap schedule 50 -> 15 W (5 W per hour) on the twin, total training hours "
+            "(100 epochs)"
+        )
+        print(pd.DataFrame(out["schedule"]).round(3).to_string(index=False))
+        for r in out["schedule"]:
+            lines.append(
+                check(
+                    f"{r['workload']} follow over the oracle schedule %",
+                    r["follow_over_oracle_pct"],
+                    2.0,
+                )
+            )
+    print("\nTargets")
+    print("\n".join(lines))
+
+
+def plot(out: dict, path: str) -> None:
+    """Median penalty against profiled configurations: active (per cap, shared) and the
+    profile-then-trust strategies at 10, 25 and 50 samples."""
+    import matplotlib.pyplot as plt
+
+    wls = sorted({r["workload"] for r in out.get("per_cap", [])} | set(out.get("baselines", {})))
+    fig, ax = plt.subplots(1, max(1, len(wls)), figsize=(4 * max(1, len(wls)), 3.4), squeeze=False)
+    for j, wl in enumerate(wls):
+        a = ax[0, j]
+        for key, label in (("per_cap", "active, per cap"), ("shared", "active, shared")):
+            if key in out:
+                df = pd.DataFrame(out[key])
+                df = df[df.workload == wl]
+                if len(df):
+                    med = df.groupby("budget").penalty_pct.median()
+                    a.plot(med.index, med.values, marker="o", label=label)
+        res = out.get("baselines", {}).get(wl, {})
+        for name in ("PT", "RND"):
+            pts = [
+                (k, res[f"{name}@{k}"]["penalty_median"])
+                for k in (10, 25, 50)
+                if f"{name}@{k}" in res
+            ]
+            if pts:
+                a.plot(*zip(*pts), marker="s", ls="--", label=f"{name}@k")
+        if "NN@50" in res:
+            a.scatter([50], [res["NN@50"]["penalty_median"]], marker="^", label="NN@50")
+        if "PT@35+15+obs" in res:
+            a.scatter([50], [res["PT@35+15+obs"]["penalty_median"]], marker="v", label="refined")
+        a.set_title(wl)
+        a.set_xlabel("profiled configurations")
+        a.set_ylabel("median time penalty %")
+        a.axhline(0, color="k", lw=0.5)
+    ax[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--caps", nargs="*", type=float, default=list(CAPS))
+    ap.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
+    ap.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=SECTIONS)
+    ap.add_argument("--schedule-workloads", nargs="*", default=["mobilenetv3", "yolov8n"])
+    ap.add_argument("--json")
+    ap.add_argument("--png")
+    ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    if args.show:
+        out = json.loads(Path(args.show).read_text())
+        report(out)
+        return out
+    caps = optimisation.check_caps(args.caps)
+    out: dict = {"draws": args.draws, "caps": caps.tolist(), "workloads": args.workloads}
+    t0 = time.time()
+
+    def save() -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+
+    if "per-cap" in args.sections:
+
+        def partial(rows: list[dict]) -> None:
+            out["per_cap"] = rows
+            save()
+
+        out["per_cap"] = twin_per_cap(args.workloads, caps, args.draws, partial=partial).to_dict(
+            "records"
+        )
+        save()
+    shared_first: dict = {}
+    if "shared" in args.sections:
+        df, shared_first = twin_shared(args.workloads, caps, args.draws)
+        out["shared"] = df.to_dict("records")
+        save()
+    if "baselines" in args.sections:
+        out["baselines"] = baselines(args.workloads, caps, args.draws)
+        save()
+    if "real" in args.sections:
+
+        def partial_real(rows: list[dict]) -> None:
+            out["real"] = rows
+            save()
+
+        out["real"] = real_traces(args.draws, partial=partial_real).to_dict("records")
+        save()
+    if "schedule" in args.sections:
+        if not shared_first:  # the schedule follows a shared decision: make one
+            _, shared_first = twin_shared(args.schedule_workloads, CAPS, 1)
+        out["schedule"] = schedule(shared_first)
+        save()
+    out["wall_s"] = time.time() - t0
+    save()
+    report(out)
+    print(f"\nwall time {out['wall_s']:.0f} s")
+    if args.png:
+        plot(out, args.png)
+    return out
+
+
+if __name__ == "__main__":
+    main()
