@@ -231,3 +231,48 @@ def test_a_cap_schedule_file_is_checked(tmp_path):
     f.write_text("t_s,power_cap_w\n0,50\n600,-3\n")
     with pytest.raises(DataError, match="row 2, column 'power_cap_w'"):
         pt.CapSchedule.from_csv(f)
+
+
+# ---------------------------------------------------------------- command and spec --
+def test_profile_strategy_active_measures_and_reports_the_pick(tmp_path, capsys):
+    from powertrain.cli import main
+
+    out = tmp_path / "active.csv"
+    argv = ["profile", "--workload", "mobilenetv3", "--device", "orin-agx", "--quiet"]
+    rc = main(
+        [*argv, "--strategy", "active", "--power-cap", "30", "--budget", "5", "--out", str(out)]
+    )
+    assert rc == 0
+    got = pd.read_csv(out)
+    assert len(got) == 5  # the budget, written as each finished
+    err = capsys.readouterr().err
+    assert "5 configurations measured" in err and "stopped: budget" in err
+    assert main([*argv, "--power-cap", "30"]) == 1  # a cap without the active strategy
+    assert "only --strategy active uses them" in capsys.readouterr().err
+    assert main([*argv, "--strategy", "active"]) == 1
+    assert "needs --power-cap" in capsys.readouterr().err
+
+
+def test_caps_on_the_command_line():
+    from powertrain.cli.profile import caps_arg
+
+    assert caps_arg("30") == [30.0]
+    assert caps_arg("20,30") == [20.0, 30.0]
+    assert caps_arg("17-20") == [17.0, 18.0, 19.0, 20.0]
+    with pytest.raises(Exception, match="17-50"):
+        caps_arg("thirty")
+
+
+def test_the_fleet_spec_names_a_strategy():
+    from powertrain.errors import SpecError
+    from powertrain.report.spec import parse_spec
+
+    text = (
+        'devices = ["orin-agx"]\nbatch_sizes = [16]\npower_caps = [25]\n'
+        'strategy = "{}"\n[workloads.mobilenetv3]\nsource = "twin"\n'
+    )
+    spec = parse_spec(text.format("active"), source="x.toml")
+    assert spec.strategy == "active" and spec.cases()[0].strategy == "active"
+    assert parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml").strategy == "random"
+    with pytest.raises(SpecError, match="strategy.*must be one of random, stratified, active"):
+        parse_spec(text.format("greedy"), source="x.toml")

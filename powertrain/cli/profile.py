@@ -147,7 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--reference",
         default=None,
         help="active: the model to transfer, a model folder or a shipped name "
-        "(default: orin-agx/resnet18 on an Orin AGX)",
+        "(default: the shipped reference of this device, ResNet-18 first)",
     )
     hw = p.add_argument_group("jetson / nvml")
     hw.add_argument(
@@ -397,12 +397,9 @@ def _check_strategy_options(args: argparse.Namespace) -> None:
 
 
 def _reference(args: argparse.Namespace, device) -> object:
-    from ..predictor import Predictor
+    from ..workflow import best_reference, load_reference
 
-    name = args.reference or f"{device.name}/resnet18"
-    if Path(name).is_dir():
-        return Predictor.load(name)
-    return Predictor.from_pretrained(name)
+    return load_reference(best_reference(device.name, args.workload, args.reference))
 
 
 def _active(backend, args: argparse.Namespace) -> int:

@@ -173,6 +173,8 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
         register_device(first.device_spec)
     samples = case_samples(first)
     reference = best_reference(first.device, first.workload, first.reference)
+    if samples is None and first.strategy != "random":
+        samples = strategy_samples(first, reference)
     run = run_case(
         first.device,
         first.workload,
@@ -215,3 +217,29 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
             )
         )
     return results
+
+
+def strategy_samples(case: Case, reference: str) -> pd.DataFrame:
+    """The twin samples of a case whose spec names a ``strategy``: ``stratified`` spreads
+    ``samples`` modes over the device's stratify_by knobs; ``active`` lets
+    :func:`~powertrain.decide.decide` measure (at most ``samples``) where the decisions
+    under the case's caps are, so the picks stand on measured configurations."""
+    from ..decide import decide
+    from ..devices import get_device
+    from ..twin import Twin
+    from ..workflow import load_reference, profile_on_twin
+
+    dev = get_device(case.device)
+    if case.strategy == "stratified":
+        modes = dev.sample(case.samples, seed=case.seed, stratified=True)
+        return profile_on_twin(dev, case.workload, modes, case.batch_size, case.seed)
+    twin = Twin(dev.spec, case.workload, seed=case.seed)
+    result = decide(
+        twin,
+        load_reference(reference),
+        case.power_caps,
+        budget=case.samples,
+        batch_size=case.batch_size,
+        seed=case.seed,
+    )
+    return result.measurements.drop(columns=["round", "why"])

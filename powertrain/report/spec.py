@@ -35,7 +35,10 @@ _TOP_KEYS = {
     "seed",
     "reference",
     "device_specs",
+    "strategy",
 }
+#: how a case profiled on the twin chooses what to measure (``powertrain profile --strategy``)
+STRATEGIES = ("random", "stratified", "active")
 _WORKLOAD_KEYS = {"source", "samples_csv", "command", "timeout_s"}
 _SOURCES = ("twin", "samples_csv", "command")
 #: how long a profiling ``command`` may run per case unless its ``timeout_s`` says otherwise
@@ -67,6 +70,7 @@ class Case:
     reference: str | None
     spec: str | None = None  # the spec file, named in the case's errors
     device_spec: dict | None = None  # a device outside the catalog: registered where it runs
+    strategy: str = "random"
 
     @property
     def case_id(self) -> str:
@@ -90,12 +94,13 @@ class FleetSpec:
     reference: str | None = None
     text: str = field(default="", repr=False)
     device_specs: dict = field(default_factory=dict)  # id -> spec dict (``device_specs``)
+    strategy: str = "random"
 
     def cases(self) -> list[Case]:
         return [
             Case(d, w, b, o, self.workloads[w], self.power_caps, self.samples, self.seed,
                  self.reference, str(self.path) if self.path else None,
-                 self.device_specs.get(d))
+                 self.device_specs.get(d), self.strategy)
             for d, w, b, o in itertools.product(
                 self.devices, self.workloads, self.batch_sizes, self.objectives
             )
@@ -296,6 +301,9 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         folder = folder if folder.is_absolute() else base / folder
         if folder.is_dir():
             reference = str(folder)
+    strategy = data.get("strategy", "random")
+    if strategy not in STRATEGIES:
+        raise where.error("strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     title = data.get("title", "PowerTrain fleet report")
     if not isinstance(title, str):
         raise where.error("title", f"must be a string, got {title!r}")
@@ -312,6 +320,7 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         reference=reference,
         text=text,
         device_specs=user_devices,
+        strategy=strategy,
     )
 
 
