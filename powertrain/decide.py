@@ -155,12 +155,13 @@ def candidate_configurations(
     if callable(records):
         cands = records()
         if batch_size is not None:
-            sizes = np.atleast_1d(batch_size).astype(int)
-            cands = cands[cands["batch_size"].isin(sizes)]
+            cands = cands[cands["batch_size"].isin(np.atleast_1d(batch_size).astype(int))]
         return cands.reset_index(drop=True)
     if board.device is None:
         raise DataError(f"{type(board).__name__} has no device table of modes: pass candidates=...")
-    sizes = batch_size if batch_size is not None else _default_batch_size(board)
+    sizes: int | Sequence[int] | None = (
+        batch_size if batch_size is not None else _default_batch_size(board)
+    )
     if sizes is None:
         raise DataError("batch_size: name the batch size(s) to decide among")
     grid = board.device.profiling_grid()

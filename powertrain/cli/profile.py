@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -396,7 +397,7 @@ def _check_strategy_options(args: argparse.Namespace) -> None:
         raise DataError(f"{', '.join(named)}: only --strategy active uses them")
 
 
-def _reference(args: argparse.Namespace, device) -> object:
+def _reference(args: argparse.Namespace, device) -> Any:
     from ..workflow import best_reference, load_reference
 
     return load_reference(best_reference(device.name, args.workload, args.reference))
