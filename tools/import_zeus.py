@@ -177,7 +177,8 @@ def convert(source: Path, out: Path) -> list[Path]:
         'Understanding and Optimizing GPU Energy Consumption of DNN Training" (NSDI 2023). '
         "`{gpu}_{workload}.csv`: epoch time and average power per (batch size, power limit); "
         "`r_{workload}.csv`: median epochs to the target metric per batch size. Each corpus "
-        "has a provenance sidecar; LICENSE is the traces' licence.\n"
+        "has a provenance sidecar; LICENSE is the traces' licence. `perseus/` holds the "
+        "Perseus SOSP '24 A40 clock sweeps (its own README, `python tools/import_perseus.py`).\n"
     )
     return written
 

@@ -1,0 +1,53 @@
+"""benchmarks/frequency.py: its sampling rule, the naive baseline and the verified pick."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import frequency  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    return frequency.load()
+
+
+def test_32_computations_of_60_clocks_and_the_reference_is_one_of_them(data):
+    assert len(data) == 32 and frequency.REFERENCE in data
+    assert all(len(df) == 60 and df.gpu_mhz.is_monotonic_increasing for df in data.values())
+
+
+def test_k_clocks_include_the_top_one_and_spread_over_bins():
+    rng = np.random.default_rng(0)
+    for k in (3, 5, 10):
+        idx = frequency.draw_clocks(60, k, rng)
+        assert len(set(idx)) == k and idx[-1] == 59
+        bins = np.array_split(np.arange(59), k - 1)
+        assert all(np.isin(b, idx).sum() == 1 for b in bins)
+
+
+def test_naive_baseline_is_exact_when_the_target_is_a_power_law_of_the_reference(data):
+    ref = data[frequency.REFERENCE]
+    target = ref.assign(
+        time_ms=ref.time_ms * 1.3 * (ref.gpu_mhz / 1000) ** -0.2,
+        power_w=ref.power_w * 0.9 * (ref.gpu_mhz / 1000) ** 0.1,
+    )
+    idx = [0, 30, 59]
+    p = frequency.naive(ref, target.iloc[idx], target)
+    assert np.allclose(p["time_ms"], target.time_ms) and np.allclose(p["power_w"], target.power_w)
+
+
+@pytest.mark.parametrize("bound", frequency.BOUNDS)
+def test_a_verified_pick_never_breaks_the_bound_whatever_the_prediction(data, bound):
+    rng = np.random.default_rng(1)
+    for wl in list(data)[:6]:
+        df = data[wl]
+        t_top = float(df.time_ms.iloc[-1])
+        wrong_t = df.time_ms.to_numpy() * rng.uniform(0.8, 1.2, len(df))  # a bad model
+        wrong_p = df.power_w.to_numpy() * rng.uniform(0.8, 1.2, len(df))
+        idx = frequency.draw_clocks(len(df), 3, rng)
+        for j in frequency.verified(df, wrong_t, wrong_p, idx, t_top, bound).values():
+            assert df.time_ms[j] <= (1 + bound) * t_top
