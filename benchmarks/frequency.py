@@ -123,12 +123,21 @@ def verified(
     return out
 
 
-def run(draws: int, ks=KS, targets: list[str] | None = None) -> tuple[list, list]:
+def target_order(names) -> list[str]:
+    """The targets, the two models alternating (so a partial run covers both)."""
+    g = sorted(n for n in names if n.startswith("gpt3") and n != REFERENCE)
+    b = sorted(n for n in names if n.startswith("bloom"))
+    out = [x for pair in zip(g, b) for x in pair]
+    return out + b[len(g) :] + g[len(b) :]
+
+
+def run(draws: int, ks=KS, targets: list[str] | None = None, partial=None) -> tuple[list, list]:
+    """Every target's rows; ``partial(acc, dec)`` is called after each target."""
     data = load()
     ref_df = data[REFERENCE]
     ref = Predictor(progress=False, random_state=0).fit(ref_df)
     acc, dec = [], []
-    for wl in targets or [w for w in data if w != REFERENCE]:
+    for wl in targets or target_order(data):
         df = data[wl]
         t_top = float(df.time_ms.iloc[-1])
         energy = (df.time_ms * df.power_w).to_numpy()
@@ -186,23 +195,7 @@ def run(draws: int, ks=KS, targets: list[str] | None = None) -> tuple[list, list
     return acc, dec
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="2 draws, 4 targets, k = 3 and 5")
-    ap.add_argument("--json")
-    args = ap.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    t0 = time.time()
-    draws = 2 if args.quick else args.draws
-    ks = (3, 5) if args.quick else KS
-    quick_targets = [
-        "gpt3-175b-stage3-backward",
-        "gpt3-175b-stage7-forward",
-        "bloom-stage0-forward",
-        "bloom-stage5-backward",
-    ]
-    acc, dec = run(draws, ks, quick_targets if args.quick else None)
+def print_tables(acc: list, dec: list, draws: int) -> list[dict]:
     a, d = pd.DataFrame(acc), pd.DataFrame(dec)
     n_targets = a.workload.nunique()
     print(
@@ -262,19 +255,43 @@ def main(argv=None) -> dict:
         "measured optimum's energy saving vs the top clock, mean %: "
         + ", ".join(f"{b:g} % bound: {v:.2f}" for b, v in opt.optimum_saving_pct.mean().items())
     )
+    return verdicts
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="2 draws, 4 targets, k = 3 and 5")
+    ap.add_argument("--json", help="rows and verdicts (written after every target too)")
+    ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    t0 = time.time()
+    draws = 2 if args.quick else args.draws
+    ks = (3, 5) if args.quick else KS
+    quick_targets = [
+        "gpt3-175b-stage3-backward",
+        "gpt3-175b-stage7-forward",
+        "bloom-stage0-forward",
+        "bloom-stage5-backward",
+    ]
+    if args.show:
+        with open(args.show) as f:
+            saved = json.load(f)
+        print_tables(saved["accuracy"], saved["decisions"], saved["draws"])
+        return saved
+
+    def dump(acc, dec, done=False):
+        if args.json:
+            out = {"reference": REFERENCE, "draws": draws, "ks": list(ks), "complete": done}
+            with open(args.json, "w") as f:
+                json.dump({**out, "accuracy": acc, "decisions": dec}, f, indent=1, default=float)
+
+    acc, dec = run(draws, ks, quick_targets if args.quick else None, partial=dump)
+    verdicts = print_tables(acc, dec, draws)
     print(f"\nwall time {time.time() - t0:.0f} s")
-    out = {
-        "reference": REFERENCE,
-        "draws": draws,
-        "ks": list(ks),
-        "accuracy": acc,
-        "decisions": dec,
-        "verdicts": verdicts,
-    }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=float)
-    return out
+    dump(acc, dec, done=True)
+    return {"accuracy": acc, "decisions": dec, "verdicts": verdicts}
 
 
 if __name__ == "__main__":
