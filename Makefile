@@ -55,6 +55,7 @@ bench: setup
 	$(BIN)/python benchmarks/optimisation.py --json $(RESULTS)/optimisation.json --png $(RESULTS)/optimisation.png | tee $(RESULTS)/optimisation.txt
 	$(BIN)/python benchmarks/batch_selection.py --json $(RESULTS)/batch_selection.json | tee $(RESULTS)/batch_selection.txt
 	$(BIN)/python benchmarks/real_data.py --json $(RESULTS)/real_data.json | tee $(RESULTS)/real_data.txt
+	$(BIN)/python benchmarks/decisions.py --json $(RESULTS)/decisions.json --png $(RESULTS)/decisions.png | tee $(RESULTS)/decisions.txt
 	$(BIN)/python benchmarks/frequency.py --json $(RESULTS)/frequency.json | tee $(RESULTS)/frequency.txt
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt

@@ -149,7 +149,9 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def twin_shared(workloads, caps, draws, budget=50, also=SCHEDULE_CAPS) -> tuple[pd.DataFrame, dict]:
+def twin_shared(
+    workloads, caps, draws, budget=50, also=SCHEDULE_CAPS, partial=None
+) -> tuple[pd.DataFrame, dict]:
     """Section 2: one ``pt.decide`` for the whole sweep per (workload, draw); also
     returns each workload's first decision (the schedule section follows it). The
     decision also covers the caps ``also`` (the schedule's); only ``caps`` are scored."""
@@ -165,6 +167,8 @@ def twin_shared(workloads, caps, draws, budget=50, also=SCHEDULE_CAPS) -> tuple[
             first.setdefault(wl, dec)
             for r in prefix_scores(dec.measurements, truth, caps, board=corpus):
                 rows.append({**r, "workload": wl, "draw": d, "stop": dec.stop_reason})
+            if partial is not None:
+                partial(rows)
             print(
                 f"  shared {wl} draw {d}: {dec.n_measured} measured, {dec.stop_reason}, "
                 f"{time.time() - t0:.0f} s",
@@ -513,7 +517,12 @@ def main(argv=None) -> dict:
         save()
     shared_first: dict = {}
     if "shared" in args.sections:
-        df, shared_first = twin_shared(args.workloads, caps, args.draws)
+
+        def partial_shared(rows: list[dict]) -> None:
+            out["shared"] = rows
+            save()
+
+        df, shared_first = twin_shared(args.workloads, caps, args.draws, partial=partial_shared)
         out["shared"] = df.to_dict("records")
         save()
     if "baselines" in args.sections:

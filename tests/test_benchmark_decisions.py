@@ -1,0 +1,41 @@
+"""The decisions benchmark scores every budget from one run: the fastest of the first k
+measurements under the cap, against the truth."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import decisions as bench  # noqa: E402
+
+KEYS = bench.KEYS
+
+
+def _rows(times, powers):
+    n = len(times)
+    return pd.DataFrame(
+        {"cores": np.arange(n) + 1, "cpu_mhz": 1.0, "gpu_mhz": 1.0, "mem_mhz": 1.0,
+         "batch_size": 16, "time_ms": times, "power_w": powers}
+    )  # fmt: skip
+
+
+def test_prefix_scores_use_only_the_first_k_measurements():
+    truth = _rows([100.0, 80.0, 60.0, 50.0], [10.0, 20.0, 30.0, 40.0])
+    # measured in this order: slow, the optimum under 30 W, then a faster one over the cap
+    measured = truth.iloc[[0, 2, 3]].assign(round=[0, 1, 2])
+    rows = bench.prefix_scores(measured, truth, np.array([30.0]), budgets=(1, 2, 3))
+    by_k = {r["budget"]: r for r in rows}
+    assert by_k[1]["penalty_pct"] == 100 * (100 / 60 - 1)  # only the slow one yet
+    assert by_k[2]["penalty_pct"] == 0 and by_k[3]["penalty_pct"] == 0
+    assert all(r["excess_w"] <= 0 for r in rows)
+
+
+def test_a_budget_with_nothing_under_the_cap_is_no_pick():
+    truth = _rows([100.0, 50.0], [10.0, 40.0])
+    measured = truth.iloc[[1]].assign(round=[0])
+    (row,) = bench.prefix_scores(measured, truth, np.array([20.0]), budgets=(1,))
+    assert row["no_pick"] and np.isnan(row["penalty_pct"])
