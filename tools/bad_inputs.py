@@ -204,8 +204,7 @@ def _fleet(tmp: Path, body: str) -> Path:
 
 def _parse_fleet(body: str) -> Callable[[Path], Outcome]:
     def run(tmp: Path) -> Outcome:
-        from powertrain.report.spec import load_spec
-
+        load_spec = _fleet_loader()
         return api(lambda: load_spec(_fleet(tmp, body)))
 
     return run
@@ -437,15 +436,24 @@ def _api_sample(n: int, seed: int) -> Outcome:
     return api(lambda: pt.get_device("orin-nano").sample(n, seed=seed))
 
 
-def _parse_fleet_file(path: Path) -> Outcome:
-    from powertrain.report.spec import load_spec
+def _fleet_loader() -> Callable:
+    try:
+        from powertrain.report.spec import load_spec
+    except ImportError:  # the layout before the report package (to count "before")
+        from powertrain.fleet_spec import load_spec  # type: ignore[no-redef]
+    return load_spec
 
+
+def _parse_fleet_file(path: Path) -> Outcome:
+    load_spec = _fleet_loader()
     return api(lambda: load_spec(path))
 
 
 def _dask(address: str) -> Outcome:
-    from powertrain.report.folder import connect
-
+    try:
+        from powertrain.report.folder import connect
+    except ImportError:  # the layout before the report package
+        from powertrain.fleet_report import connect  # type: ignore[no-redef]
     return api(lambda: connect(address, timeout_s=2))
 
 
