@@ -13,9 +13,10 @@ configurations it has no record of.
    fastest measured configuration under the cap among the first k.
 2. Twin, one budget of 50 shared by the whole 17-50 W sweep: one ``pt.decide`` for all
    caps.
-3. Baselines on the same caps and draws (``benchmarks/optimisation.run_case``): PT@50,
-   PT@35+15+obs (refined), NN@50, RND@50, ORACLE; and PT/RND at 25 and 10 samples for
-   the quality-vs-board-time plot.
+3. Baselines (``benchmarks/optimisation.run_case``): PT@50, PT@35+15+obs (refined),
+   NN@50, RND@50, ORACLE, run on the same caps, or read from a saved optimisation run
+   (``--baselines-from``: its whole-sweep figures and its per-cap medians at the caps
+   decided here).
 4. Real traces (Zeus V100/A40, per-epoch time): time to accuracy over batch size x
    power limit, one decision per cap with a budget of 10 measured configurations, the
    reference trained on the GPU's largest trace (the rule of benchmarks/real_data.py).
@@ -178,21 +179,45 @@ def twin_shared(
 
 
 def baselines(workloads, caps, draws) -> dict:
-    """Section 3: the profile-then-trust strategies of benchmarks/optimisation.py."""
-    out = {}
+    """Section 3: the profile-then-trust strategies of benchmarks/optimisation.py, run on
+    the same caps (the shape of :func:`saved_baselines`)."""
+    out: dict = {"from": "this run", "draws": draws, "n_caps": len(caps)}
     for wl in workloads:
         ref = reference_for(wl)
         res = optimisation.run_case(
             "orin-agx", wl, ref, caps, draws, ["PT@50", "PT@35+15+obs", "NN@50", "RND@50", "ORACLE"]
         )
-        for k in (10, 25):
-            small = optimisation.run_case(
-                "orin-agx", wl, ref, caps, draws, ["PT@50", "RND@50"], n_samples=k
-            )
-            res[f"PT@{k}"], res[f"RND@{k}"] = small["PT@50"], small["RND@50"]
-        out[wl] = res
+        out[wl] = {
+            name: {
+                **{k: v[k] for k in ("penalty_median", "penalty_q3", "al1_pct")},
+                "at_caps_median": float(np.median(v["per_cap_penalty"])),
+            }
+            for name, v in res.items()
+        }
         print(f"  baselines {wl} done", flush=True)
     return out
+
+
+def saved_baselines(path: str, caps: np.ndarray) -> dict:
+    """Baselines from a saved ``benchmarks/optimisation.py --json`` run: each strategy's
+    summary over its whole sweep, and the median over its draws at each of ``caps``
+    (``at_caps_median``: the median of those, comparable with the caps decided here)."""
+    saved = json.loads(Path(path).read_text())
+    where = {float(c): i for i, c in enumerate(saved["caps"])}
+    missing = [c for c in caps if float(c) not in where]
+    if missing:
+        raise DataError(f"{path}: has no result for cap(s) {missing}")
+    out = {}
+    for wl, r in saved["results"].items():
+        out[wl] = {}
+        for name in ("PT@50", "PT@35+15+obs", "NN@50", "RND@50", "ORACLE"):
+            v = r["strategies"].get(name)
+            if v is None:
+                continue
+            at = [v["per_cap_penalty"][where[float(c)]] for c in caps]
+            out[wl][name] = {**{k: v[k] for k in ("penalty_median", "penalty_q3", "al1_pct")},
+                             "at_caps_median": float(np.median(at))}  # fmt: skip
+    return {"from": path, "draws": saved.get("draws"), "n_caps": len(saved["caps"]), **out}
 
 
 # ---------------------------------------------------------------------- real data --
@@ -386,23 +411,30 @@ def report(out: dict) -> None:
             check("shared budget 50, all workloads, median penalty %", s["penalty_median"], 1.5)
         )
     if "baselines" in out:
-        print(f"\n3. Baselines on the same caps ({draws} draws)")
-        for wl, res in out["baselines"].items():
-            for s, v in res.items():
+        b = out["baselines"]
+        print(
+            f"\n3. Baselines (benchmarks/optimisation.py, {b['draws']} draws, {b['n_caps']} "
+            f"caps, from {b['from']}): whole sweep, and the median at the caps decided above"
+        )
+        for wl, res in b.items():
+            if not isinstance(res, dict):
+                continue
+            for name, v in res.items():
                 print(
-                    f"{wl:12s} {s:14s} median {v['penalty_median']:7.2f} % Q3 "
-                    f"{v['penalty_q3']:6.2f} A/L+1 {v['al1_pct']:5.1f} %"
+                    f"{wl:12s} {name:14s} median {v['penalty_median']:7.2f} % Q3 "
+                    f"{v['penalty_q3']:6.2f} A/L+1 {v['al1_pct']:5.1f} %   at these caps "
+                    f"{v['at_caps_median']:6.2f} %"
                 )
         if "per_cap" in out:
             pc = pd.DataFrame(out["per_cap"])
-            for wl, res in out["baselines"].items():
+            for wl, res in b.items():
                 g = pc[(pc.workload == wl) & (pc.budget == 25)]
-                if len(g) and "PT@50" in res:
+                if isinstance(res, dict) and len(g) and "PT@50" in res:
                     s = _summ(g)
                     lines.append(
                         check(
-                            f"{wl} active@25 median - PT@50 median (points)",
-                            s["penalty_median"] - res["PT@50"]["penalty_median"],
+                            f"{wl} active@25 median - PT@50 at these caps (points)",
+                            s["penalty_median"] - res["PT@50"]["at_caps_median"],
                             0.0,
                         )
                     )
@@ -445,10 +477,10 @@ def report(out: dict) -> None:
 
 def plot(out: dict, path: str) -> None:
     """Median penalty against profiled configurations: active (per cap, shared) and the
-    profile-then-trust strategies at 10, 25 and 50 samples."""
+    profile-then-trust strategies at 50 samples."""
     import matplotlib.pyplot as plt
 
-    wls = sorted({r["workload"] for r in out.get("per_cap", [])} | set(out.get("baselines", {})))
+    wls = sorted({r["workload"] for r in out.get("per_cap", []) + out.get("shared", [])})
     fig, ax = plt.subplots(1, max(1, len(wls)), figsize=(4 * max(1, len(wls)), 3.4), squeeze=False)
     for j, wl in enumerate(wls):
         a = ax[0, j]
@@ -460,6 +492,7 @@ def plot(out: dict, path: str) -> None:
                     med = df.groupby("budget").penalty_pct.median()
                     a.plot(med.index, med.values, marker="o", label=label)
         res = out.get("baselines", {}).get(wl, {})
+        res = res if isinstance(res, dict) else {}
         for name in ("PT", "RND"):
             pts = [
                 (k, res[f"{name}@{k}"]["penalty_median"])
@@ -491,11 +524,37 @@ def main(argv=None) -> dict:
     ap.add_argument("--json")
     ap.add_argument("--png")
     ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
+    ap.add_argument(
+        "--baselines-from",
+        metavar="JSON",
+        help="take the baselines from a saved benchmarks/optimisation.py --json run "
+        "instead of running them",
+    )
+    ap.add_argument(
+        "--merge", nargs="*", metavar="JSON", help="merge saved partial runs into --json"
+    )
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
+    if args.merge:
+        out = {}
+        for part in args.merge:
+            saved = json.loads(Path(part).read_text())
+            for key, value in saved.items():
+                if isinstance(value, list) and key in out and key not in ("caps", "workloads"):
+                    out[key] = out[key] + value
+                else:
+                    out.setdefault(key, value)
+        if args.baselines_from:
+            decided = sorted({r["cap_w"] for r in out.get("per_cap", [])})
+            out["baselines"] = saved_baselines(args.baselines_from, np.array(decided))
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        args.show = args.json
     if args.show:
         out = json.loads(Path(args.show).read_text())
         report(out)
+        if args.png:
+            plot(out, args.png)
         return out
     caps = optimisation.check_caps(args.caps)
     out: dict = {"draws": args.draws, "caps": caps.tolist(), "workloads": args.workloads}
