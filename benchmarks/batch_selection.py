@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -177,10 +176,16 @@ def orin_joint(r_proxy, r_target, draws: int, seed: int) -> list[dict]:
         samples = pt.profile(
             pt.Twin(dev, "mobilenetv3", seed=seed), pd.concat(picks), progress=False
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est = ref.transfer(samples, random_state=d).predict(modes, batch_size=batches)
-        est = est.reset_index(drop=True)
+        run = pt.run_case(
+            dev,
+            "mobilenetv3",
+            samples=samples,
+            reference=ref,
+            modes=modes,
+            batch_size=batches,
+            random_state=d,
+        )  # fmt: skip  (the library's one workflow: transfer, predict every mode x batch)
+        est = run.estimates.reset_index(drop=True)
         if truth is None:  # the same rows in the same order as the predictions
             truth = tw.expected(est[[*modes.columns, "batch_size"]])
             t_true = tt_acc(truth, r_target)

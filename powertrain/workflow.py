@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .devices import Device, get_device
@@ -29,7 +30,7 @@ class CaseRun:
 
     device: Device
     workload: str
-    batch_size: int
+    batch_size: int | list[int]  # one, or several predicted jointly (given samples)
     reference: str
     samples: pd.DataFrame  # every profiled mode (random, then refined)
     model: Any  # the transferred Predictor
@@ -137,7 +138,7 @@ def run_case(
     device: str | Device,
     workload: str,
     *,
-    batch_size: int | None = None,
+    batch_size: int | Sequence[int] | None = None,
     reference: Any = None,
     samples: pd.DataFrame | None = None,
     n_samples: int = 50,
@@ -164,7 +165,8 @@ def run_case(
       pick across ``refine_range`` watts (:func:`~powertrain.refine.refine_modes`), then
       transfer again on all samples;
     - **predict** every mode of ``modes`` (default: all the device's power modes) at
-      ``batch_size`` (default: the workload's); with ``observed`` the profiled modes keep
+      ``batch_size`` (default: the workload's; a list predicts every mode at each, for
+      a joint choice, when ``samples`` are given); with ``observed`` the profiled modes keep
       their measured values (:func:`~powertrain.refine.with_observed`);
     - **decide**: the predicted Pareto front and the pick under each of ``power_caps``
       (:func:`pick_per_cap`, with a ``k_sigma`` power margin); with ``truth`` the twin's
@@ -179,6 +181,14 @@ def run_case(
     dev = get_device(device)
     if batch_size is None:
         batch_size = int(get_workload(workload).default_batch_size)
+    several = not isinstance(batch_size, (int, np.integer))
+    sizes = [int(b) for b in np.atleast_1d(np.asarray(batch_size))]
+    one = sizes[0]  # the batch size profiling runs at (one: several need samples given)
+    if several and (samples is None or refine or truth):
+        raise DataError(
+            "several batch sizes need samples=..., no refine and no truth (those profile "
+            "or simulate at one batch size)"
+        )
     if modes is None:
         modes = dev.power_modes()
     if refine and refine_range is None:
@@ -190,7 +200,7 @@ def run_case(
         if n_random < 1:
             raise DataError(f"n_samples ({n_samples}) must exceed refine ({refine})")
         picked = dev.sample(n_random, seed=seed)
-        samples = profile_on_twin(dev, workload, picked, batch_size, seed, progress)
+        samples = profile_on_twin(dev, workload, picked, one, seed, progress)
     if reference is None:
         reference = best_reference(dev.name, workload)
     ref = load_reference(reference)
@@ -206,7 +216,7 @@ def run_case(
             first = model.predict(modes, batch_size=batch_size)
             assert refine_range is not None  # checked above
             extra = refine_modes(first, int(refine), refine_range, exclude=samples)
-            more = profile_on_twin(dev, workload, extra, batch_size, seed)
+            more = profile_on_twin(dev, workload, extra, one, seed)
             samples = pd.concat([samples, more], ignore_index=True)
             model = ref.transfer(samples, **kw)
         seconds["transfer"] = time.perf_counter() - t0
@@ -220,14 +230,14 @@ def run_case(
     if truth:
         from .twin import Twin
 
-        expected = Twin(dev.spec, workload, seed=seed).expected(modes, batch_size=batch_size)
+        expected = Twin(dev.spec, workload, seed=seed).expected(modes, batch_size=one)
     front = pareto_front(est, time=columns_of(est, model).time)
     picks = pick_per_cap(est, power_caps, k_sigma=k_sigma, truth=expected, model=model)
     name = reference if isinstance(reference, str) else type(reference).__name__
     return CaseRun(
         device=dev,
         workload=workload,
-        batch_size=int(batch_size),
+        batch_size=sizes if several else one,
         reference=str(name),
         samples=samples,
         model=model,

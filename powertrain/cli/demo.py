@@ -132,6 +132,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     shown = ["pick", "power_cap_w", *dev.knobs, "batch_size", "time_ms", "time_ms_std",
              "power_w", "power_w_std", "true_time_ms", "true_power_w", "over_cap_w",
              "penalty_pct"]  # fmt: skip
+    front_table = table_html(front[[c for c in FRONT_COLUMNS if c in front.columns]])
     page = case_page_html(
         f"PowerTrain demo: {dev.name} / {args.workload}",
         summary,
@@ -139,9 +140,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "Grey: what the twin truly does; blue: predicted for every mode; green: the profiled "
         "modes; orange: the predicted Pareto front; red: the cap and the pick.",
         table[[c for c in shown if c in table.columns]],
-        sections=[("Pareto front", table_html(front[[c for c in FRONT_COLUMNS
-                                                     if c in front.columns]]))],
-    )  # fmt: skip
+        sections=[("The predicted Pareto front, mode by mode", front_table)],
+    )
     (out / "report.html").write_text(page)
     width = max(map(len, summary))
     for k, v in summary.items():
