@@ -4,6 +4,8 @@ power columns from the table (or the model)."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -106,3 +108,21 @@ def test_an_r_in_epochs_needs_per_epoch_times():
     r = pd.DataFrame({"batch_size": [8, 16], "epochs": [10.0, 12.0]})
     with pytest.raises(DataError, match="r in epochs needs per-epoch times"):
         pt.select(df, r, power_cap_w=40)
+
+
+def test_the_select_command_picks_on_a_per_epoch_gpu_table(tmp_path, capsys):
+    from powertrain.cli import main
+
+    r = load_real_r("resnet50-imagenet")
+    df = gpu_table()
+    df = df[df["batch_size"].isin(r["batch_size"])]  # the sizes the training trace covers
+    path = tmp_path / "v100.csv"
+    df.to_csv(path, index=False)
+    r.to_csv(tmp_path / "r.csv", index=False)
+    assert main(["select", str(path), "--power-cap", "200"]) == 0
+    pick = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    under = df[df["power_w"] <= 200]
+    assert pick.loc[0, "epoch_s"] == pytest.approx(under["epoch_s"].min())
+    assert main(["select", str(path), "--power-cap", "200", "--r", str(tmp_path / "r.csv")]) == 0
+    joint = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert {"power_limit_w", "batch_size", "tt_acc"} <= set(joint.columns)

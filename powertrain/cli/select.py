@@ -51,7 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "select",
         help="fastest configuration under a power cap (and the Pareto front) from estimates",
     )
-    p.add_argument("estimates", help="CSV with time_ms and power_w columns (e.g. from `predict`)")
+    p.add_argument(
+        "estimates",
+        help="CSV with power_w and time_ms (per minibatch) or epoch_s (per epoch), e.g. from "
+        "`predict`",
+    )
     p.add_argument("--power-cap", type=float, required=True, help="watts")
     p.add_argument(
         "--margin",
