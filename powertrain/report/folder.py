@@ -34,8 +34,9 @@ DONE_MARKER = ".done"
 OWNER_MARKER = ".powertrain-report"
 #: a spec with more cases than this needs ``max_cases`` (``--max-cases``) raised
 MAX_CASES = 500
-#: seconds one case group takes on the twin on one core (measured, rounded up): estimates
-SECONDS_PER_GROUP = 20.0
+#: core-seconds one case group takes on the twin, for the size estimate (the example spec:
+#: 12 groups in 46 s on 2 cores, README); a profiling command takes longer
+SECONDS_PER_GROUP = 8.0
 
 
 class ReportError(PowerTrainError, RuntimeError):
