@@ -276,3 +276,17 @@ def test_the_fleet_spec_names_a_strategy():
     assert parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml").strategy == "random"
     with pytest.raises(SpecError, match="strategy.*must be one of random, stratified, active"):
         parse_spec(text.format("greedy"), source="x.toml")
+
+
+def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path, capsys):
+    from powertrain.cli import main
+
+    sched = tmp_path / "caps.csv"
+    sched.write_text("t_s,power_cap_w\n0,45\n5,18\n")
+    argv = ["follow", "--schedule", str(sched), "--device", "orin-agx"]
+    argv += ["--workload", "mobilenetv3", "--minibatches", "300", "--budget", "5", "--quiet"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    seg = pd.read_csv(__import__("io").StringIO(cap.out))
+    assert seg.power_cap_w.tolist() == [45.0, 18.0] and seg.minibatches.sum() == 300
+    assert "300 minibatches" in cap.err and "5 configurations" in cap.err

@@ -14,7 +14,17 @@ from ..errors import PowerTrainError
 from ..specs import register_device
 
 #: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order
-COMMAND_MODULES = ("data", "model", "select", "batch_r", "profile", "demo", "report", "workloads")
+COMMAND_MODULES = (
+    "data",
+    "model",
+    "select",
+    "batch_r",
+    "profile",
+    "follow",
+    "demo",
+    "report",
+    "workloads",
+)
 
 
 DEVICE_SPEC_HELP = (
