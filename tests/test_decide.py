@@ -290,3 +290,45 @@ def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path,
     seg = pd.read_csv(__import__("io").StringIO(cap.out))
     assert seg.power_cap_w.tolist() == [45.0, 18.0] and seg.minibatches.sum() == 300
     assert "300 minibatches" in cap.err and "5 configurations" in cap.err
+
+
+def test_an_unmeasured_configuration_is_returned_only_when_accepted():
+    """Hand-built state: a measured configuration under the cap, and an unmeasured one
+    predicted 20 % faster at 25 +- 1 W under a 30 W cap (a 99.9 % chance of fitting)."""
+    from powertrain.decide import _pick
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 150.0], "batch_size": [32, 32]})
+    state = dict(
+        cands=cands,
+        inputs=["power_limit_w", "batch_size"],
+        measured=np.array([True, False]),
+        mu_t=np.array([100.0, 80.0]),
+        mu_p=np.array([28.0, 25.0]),
+        sd_p=np.array([0.0, 1.0]),
+        cost=np.array([100.0, 80.0]),
+        incumbent=0,
+        beaten=0.4,
+    )
+    confirmed = _pick(30.0, accept_unmeasured=None, **state)
+    assert confirmed.measured and confirmed.config == {"power_limit_w": 100.0, "batch_size": 32}
+    assert confirmed.confidence == pytest.approx(0.6)
+    taken = _pick(30.0, accept_unmeasured=0.99, **state)
+    assert not taken.measured and taken.config["power_limit_w"] == 150.0
+    assert taken.confidence > 0.99 and "unmeasured" in taken.reason
+    # 26 W: nothing measured fits, and the unmeasured one is only 84 % sure to fit
+    refused = _pick(26.0, accept_unmeasured=0.99, **{**state, "incumbent": -1})
+    assert refused.measured is False and refused.config is None
+    assert "no measured configuration fits under 26 W" in refused.reason
+
+
+def test_the_cost_is_time_or_energy_to_accuracy_with_an_r_vector():
+    from powertrain.decide import cost_factor
+
+    cfg = pd.DataFrame({"batch_size": [8, 16]})
+    epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [5.0, 7.0]})
+    assert cost_factor(cfg, epochs, "epoch_s").tolist() == [5.0, 7.0]
+    # samples to target: time to accuracy = time per minibatch (ms) / 1000 x N(b) / b
+    samples = pd.DataFrame({"batch_size": [8, 16], "samples": [800.0, 1600.0]})
+    assert cost_factor(cfg, samples, "time_ms").tolist() == pytest.approx([0.1, 0.1])
+    with pytest.raises(DataError, match="no entry for batch size"):
+        cost_factor(pd.DataFrame({"batch_size": [64]}), epochs, "epoch_s")
