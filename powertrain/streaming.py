@@ -8,7 +8,9 @@ to the output before the next is read, so memory stays that of one chunk.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
@@ -116,9 +118,13 @@ def write_csv_chunks(frames: Iterable[pd.DataFrame], out: str | Path | IO[str]) 
     the row count. A full disk or read-only folder is a DataError naming the file."""
     n = 0
     if not isinstance(out, (str, Path)):
-        for i, df in enumerate(frames):
-            df.to_csv(out, index=False, header=i == 0)
-            n += len(df)
+        try:
+            for i, df in enumerate(frames):
+                df.to_csv(out, index=False, header=i == 0)
+                n += len(df)
+        except BrokenPipeError:  # the reader stopped (`| head`): stop quietly too
+            if out is sys.stdout:  # and let the interpreter's last flush go nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return n
     try:
         with open(out, "w", newline="") as f:

@@ -78,3 +78,16 @@ def test_select_with_no_feasible_mode_exits_1(tmp_path, capsys):
     pd.DataFrame({"time_ms": [10.0, 20.0], "power_w": [40.0, 30.0]}).to_csv(est, index=False)
     assert main(["select", str(est), "--power-cap", "5"]) == 1
     assert "no configuration fits under 5 W" in capsys.readouterr().err
+
+
+def test_modes_all_streams_a_space_too_big_for_one_table(tmp_path, monkeypatch, capsys):
+    import powertrain as pt
+    from powertrain import devices
+
+    whole = pt.get_device("orin-nano").power_modes()
+    monkeypatch.setattr(devices, "MAX_MODES", 100)  # orin-nano's 1,800 modes: "too many"
+    monkeypatch.setattr(devices, "CHUNK_MODES", 700)
+    assert main(["modes", "orin-nano", "-o", str(tmp_path / "all.csv")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "all.csv"), whole)
+    assert main(["modes", "orin-nano", "--sweep-order"]) == 1  # needs one table: refused
+    assert "1,800 modes, more than the 100 one table can hold" in capsys.readouterr().err

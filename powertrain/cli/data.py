@@ -17,11 +17,16 @@ def _write(df, out: str | None) -> None:
     if out in (None, "-"):
         df.to_csv(sys.stdout, index=False)
         return
+    path = _write_folder_exists(out)
+    df.to_csv(path, index=False)
+    print(f"wrote {len(df)} rows to {path}", file=sys.stderr)
+
+
+def _write_folder_exists(out: str) -> Path:
     path = Path(out)
     if path.parent and not path.parent.exists():
         raise SpecError(f"--out {out}: folder {path.parent} does not exist")
-    df.to_csv(path, index=False)
-    print(f"wrote {len(df)} rows to {path}", file=sys.stderr)
+    return path
 
 
 def _knob_summary(name: str, values: tuple[float, ...]) -> str:
@@ -47,6 +52,16 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def cmd_modes(args: argparse.Namespace) -> int:
     dev = get_device(args.device)
+    if args.which == "all" and not args.sweep_order:  # any size: a chunk at a time
+        from ..streaming import write_csv_chunks
+
+        if args.out in (None, "-"):
+            write_csv_chunks(dev.iter_power_modes(), sys.stdout)
+            return 0
+        _write_folder_exists(args.out)
+        n = write_csv_chunks(dev.iter_power_modes(), args.out)
+        print(f"wrote {n} rows to {args.out}", file=sys.stderr)
+        return 0
     if args.which == "all":
         df = dev.power_modes()
     elif args.which == "grid":
