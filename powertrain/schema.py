@@ -6,6 +6,7 @@ bad file must fail here with the file, row and column named, not deep inside pan
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -101,7 +102,7 @@ def check_samples(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
     return check_columns(df, cols, source, positive=cols)
 
 
-def read_csv(path: str | Path, what: str = "") -> pd.DataFrame:
+def read_csv(path: str | os.PathLike, what: str = "") -> pd.DataFrame:
     """Read a CSV (``.csv`` or ``.csv.gz``) with an error naming the file (and ``what`` it is
     for, e.g. an option name), not a pandas traceback. Columns are not checked here; a
     file without rows is refused (no command has anything to do with one)."""

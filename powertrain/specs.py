@@ -208,7 +208,7 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}: missing field 'name' (a non-empty string)")
-    common = dict(
+    common: dict[str, Any] = dict(
         name=name,
         description=str(data.get("description", "")),
         presets=tuple(data.get("presets", ())),
@@ -452,8 +452,8 @@ def _resolve(spec: Any, kind: str, builder, cls):
                 else " (or pass a spec file/dict)"
             )
             raise SpecError(f"unknown {kind} {s!r}; known: {', '.join(known + extra)}{hint}")
-        path = resources.files(_CATALOG) / f"{kind}s" / f"{s}.json"
-        return builder(json.loads(path.read_text()), where=f"catalog {kind} {s}")
+        entry = resources.files(_CATALOG) / f"{kind}s" / f"{s}.json"
+        return builder(json.loads(entry.read_text()), where=f"catalog {kind} {s}")
     raise SpecError(
         f"cannot use {type(spec).__name__} as a {kind} spec; pass a name, a JSON file or a dict"
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -27,7 +27,15 @@ class StepBackend(Backend):
 
     step: TrainingStep
     clock: Callable[[], float]
-    sampler: PowerSampler
+    sampler: PowerSampler | None
+
+    def configure_step(self, config: Mapping[str, float]) -> None:
+        """Hand the configuration's batch size and worker count to the step."""
+        batch, workers = config.get("batch_size"), config.get("num_workers")
+        self.step.configure(
+            batch_size=None if batch is None else int(batch),
+            num_workers=None if workers is None else int(workers),
+        )
 
     def run_minibatch(self) -> float:
         return self.step.run()
@@ -35,7 +43,9 @@ class StepBackend(Backend):
     def now(self) -> float:
         return self.clock()
 
-    def power_samples(self, start: float, end: float):
+    def power_samples(self, start: float, end: float) -> np.ndarray:
+        if self.sampler is None:
+            raise ProfilingError(f"{type(self).__name__}: the power sampler is not running")
         return self.sampler.samples(start, end)
 
 

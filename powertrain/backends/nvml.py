@@ -63,6 +63,7 @@ class NvmlBackend(StepBackend):
     """
 
     observed_columns = ("observed_gpu_mhz", "observed_mem_mhz", "observed_cpu_mhz")
+    sampler: PowerSampler  # started in __init__
 
     def __init__(
         self,
@@ -266,9 +267,7 @@ class NvmlBackend(StepBackend):
         if self.allow_power_limit and "power_limit_w" in config:
             self._set_power_limit(float(config["power_limit_w"]))
         self._torch.set_num_threads(threads)
-        self.step.configure(
-            batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
-        )
+        self.configure_step(config)
 
     def _current_limit_w(self) -> float | None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..batch_efficiency import r_vector
 from .args import IntListAction, default_of, given, job_count, positive_int
@@ -19,7 +20,7 @@ def cmd_batch_r(args: argparse.Namespace) -> int:
     cache = Path(args.cache)
     if cache.exists() and not cache.is_dir():
         raise DataError(f"--cache {cache}: is a file; the cache is a folder (give another path)")
-    seeds = {"seeds": range(args.seeds)} if args.seeds is not None else {}
+    seeds: dict[str, Any] = {"seeds": range(args.seeds)} if args.seeds is not None else {}
     table = r_vector(
         args.batch_sizes,
         cache_dir=args.cache,

@@ -7,7 +7,7 @@ numbers that look fine and are not; users must hear about it where they call us.
 from __future__ import annotations
 
 import warnings
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -197,10 +197,10 @@ def config_table(
                 "or modes.assign(batch_size=16)"
             )
         out = modes
-    elif np.ndim(batch_size) == 0:
-        out = modes.assign(batch_size=batch_size)
+    elif np.ndim(cast(Any, batch_size)) == 0:  # a scalar: one size for every mode
+        out = modes.assign(batch_size=cast(Any, batch_size))
     else:
-        sizes = list(batch_size)
+        sizes = list(cast(Iterable[int], batch_size))
         if not sizes:
             raise DataError("batch_size is an empty sequence")
         out = modes.loc[modes.index.repeat(len(sizes))].assign(

@@ -25,7 +25,7 @@ import tempfile
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 import torch
 
@@ -144,9 +144,9 @@ def save_predictor(model: Any, path: str | Path) -> Path:
         meta[CONTENT_HASH] = content_sha256(meta)
         (new / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         if path.is_dir():
-            for f in path.iterdir():  # keep what else lives there (e.g. a model card)
-                if f.is_file() and f.name not in (WEIGHTS_FILE, META_FILE):
-                    shutil.copy2(f, new / f.name)
+            for kept in path.iterdir():  # keep what else lives there (e.g. a model card)
+                if kept.is_file() and kept.name not in (WEIGHTS_FILE, META_FILE):
+                    shutil.copy2(kept, new / kept.name)
         replace_dir(new, path)
     except OSError as e:
         shutil.rmtree(new, ignore_errors=True)
@@ -246,7 +246,7 @@ def _check_content_hash(meta_path: Path, meta: dict) -> None:
         )
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -267,18 +267,19 @@ def _check_values(meta_path: Path, meta: dict) -> None:
         if corr is not None:
             if not isinstance(corr, dict):
                 raise ModelFileError(f"{where}.correction must be a JSON object or null")
-            for key, ok in (
+            range_checks: tuple[tuple[str, Callable[[Any], bool]], ...] = (
                 ("ref_y_mean", _finite),
                 ("ref_y_scale", lambda v: _finite(v) and v > 0),
                 ("weight", lambda v: _finite(v) and 0 <= v <= 1),
-            ):
+            )
+            for key, ok in range_checks:
                 if not ok(corr.get(key)):
                     raise ModelFileError(
                         f"{where}.correction.{key} = {corr.get(key)!r} is out of range"
                     )
     for name, rng in meta["feature_ranges"].items():
-        ok = isinstance(rng, list) and len(rng) == 2 and all(_finite(v) for v in rng)
-        if not ok or rng[0] > rng[1]:
+        valid = isinstance(rng, list) and len(rng) == 2 and all(_finite(v) for v in rng)
+        if not valid or rng[0] > rng[1]:
             raise ModelFileError(
                 f"{meta_path}: feature_ranges.{name} = {rng!r} must be [low, high], finite"
             )
@@ -313,9 +314,9 @@ def _params_from_json(meta: dict) -> dict:
     """Keyword arguments of the Predictor a file describes (either format version)."""
     raw = dict(meta["params"])
     if meta["format_version"] == 1:  # the transfer_* settings did not change predictions
-        est = {_V1_ESTIMATOR_PARAMS[k]: v for k, v in raw.items() if k in _V1_ESTIMATOR_PARAMS}
+        v1 = {_V1_ESTIMATOR_PARAMS[k]: v for k, v in raw.items() if k in _V1_ESTIMATOR_PARAMS}
         raw = {k: raw[k] for k in ("random_state", "progress") if k in raw}
-        raw["estimator"] = est
+        raw["estimator"] = v1
     est = raw.get("estimator")
     if est is not None:
         if not isinstance(est, dict):
@@ -444,6 +445,6 @@ def load_pretrained(name: str, factory: Callable[..., Any]) -> Any:
             f"no shipped reference model {name!r}; available: {', '.join(available) or 'none'}"
         )
     device, workload = name.split("/")
-    ref = resources.files(PRETRAINED_PACKAGE).joinpath(device, workload)
+    ref = resources.files(PRETRAINED_PACKAGE) / device / workload
     with resources.as_file(ref) as p:
         return load_predictor(p, factory)

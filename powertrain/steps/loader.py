@@ -33,6 +33,8 @@ def _import_attr(text: str) -> Any:
         if not path.is_file():
             raise ProfilingError(f"--workload {text}: no file {path}")
         spec = importlib.util.spec_from_file_location(f"powertrain_user_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ProfilingError(f"--workload {text}: {path} cannot be imported as Python")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataloader workers may need to find it again
         try:

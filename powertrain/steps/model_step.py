@@ -6,7 +6,7 @@ a bare board); only this module and the example workloads need torch's data load
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..errors import ProfilingError
 from .step import TrainingStep
@@ -36,13 +36,13 @@ class ModelStep:
         )
         self.model = model.to(self.device).train()
         loader_cls = torch.utils.data.DataLoader
-        self.dataset = data.dataset if isinstance(data, loader_cls) else data
+        self.dataset: Any = data.dataset if isinstance(data, loader_cls) else data
         self.collate_fn = data.collate_fn if isinstance(data, loader_cls) else None
         self.loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
         self.optimizer = optimizer or torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
         self._key: tuple[int, int] | None = None
-        self._iter = None
-        self._loader = None
+        self._iter: Iterator[Any] | None = None
+        self._loader: Any = None
         self.__name__ = type(model).__name__
 
     def configure(self, batch_size: int, num_workers: int = 0) -> None:
@@ -51,7 +51,7 @@ class ModelStep:
             return
         self._key = key
         self._iter = None  # drop the old loader's workers before starting new ones
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "num_workers": key[1],
             "persistent_workers": key[1] > 0,
             "pin_memory": self.device.type == "cuda",
@@ -72,8 +72,8 @@ class ModelStep:
         try:
             return next(self._iter)
         except StopIteration:
-            self._iter = iter(self._loader)
-            return next(self._iter)
+            it = self._iter = iter(self._loader)
+            return next(it)
 
     def __call__(self, batch_size: int, num_workers: int = 0) -> Any:
         self.configure(batch_size, num_workers)

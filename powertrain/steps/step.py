@@ -59,7 +59,7 @@ class TrainingStep:
         if not callable(fn):
             raise ProfilingError(f"the training step must be callable, got {type(fn).__name__}")
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "step")
+        self.name: str = name or str(getattr(fn, "__name__", "step"))
         self.batch_size = int(batch_size)
         self.num_workers = int(num_workers)
         self.check_loss = check_loss

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-def hash_rows(seed: int, *columns: np.ndarray) -> np.ndarray:
+def hash_rows(seed: int, *columns: np.ndarray | Sequence[float]) -> np.ndarray:
     """One uint64 per row from ``seed`` and the row's values (rounded to 1e-3)."""
     n = len(np.atleast_1d(columns[0]))
     h = np.full(n, np.uint64(seed & 0xFFFFFFFFFFFFFFFF), dtype=np.uint64)
@@ -107,7 +108,9 @@ def pair_offsets(seed: int, sigma: float, *columns: np.ndarray) -> np.ndarray:
     return sigma * np.sqrt(3.0) * (2.0 * u - 1.0)
 
 
-def starvation(phys: dict[str, np.ndarray], busy_top: float, ratio: float) -> np.ndarray:
+def starvation(
+    phys: dict[str, np.ndarray], busy_top: float | np.ndarray, ratio: float
+) -> np.ndarray:
     """0 where the GPU is as busy as in the top mode (balanced), rising to 1 where its
     busy share has fallen ``ratio``-fold (starved by the CPU, the loader or DRAM)."""
     busy = np.maximum(phys["gpu_busy"], 1e-9)

@@ -110,6 +110,7 @@ class JetsonBackend(StepBackend):
     """
 
     knob_columns = ("num_workers",)
+    device: Device  # this board's own mode space, set in __init__
 
     def __init__(
         self,
@@ -283,11 +284,13 @@ class JetsonBackend(StepBackend):
         if self._closed:
             raise ProfilingError("this JetsonBackend is closed; create a new one")
         self.knobs.apply(
-            config["cores"], config["cpu_mhz"], config["gpu_mhz"], config["mem_mhz"], self.tables
+            int(config["cores"]),
+            config["cpu_mhz"],
+            config["gpu_mhz"],
+            config["mem_mhz"],
+            self.tables,
         )
-        self.step.configure(
-            batch_size=config.get("batch_size"), num_workers=config.get("num_workers")
-        )
+        self.configure_step(config)
 
     def reset(self) -> None:
         t = self.tables

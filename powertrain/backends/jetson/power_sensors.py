@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -65,6 +66,16 @@ def _pick_rails(found: dict, wanted: tuple[str, ...], where: str) -> list[str]:
     return fallback
 
 
+def _milli(path: Path) -> float:
+    """A sysfs reading in milli-units (mW), in base units."""
+    return float(path.read_text()) / 1e3
+
+
+def _milli_product(volt: Path, curr: Path) -> float:
+    """Power in W from a mV and a mA file."""
+    return float(volt.read_text()) * float(curr.read_text()) / 1e6
+
+
 class PowerSensor(ABC):
     """One reading of the module power, in watts, now."""
 
@@ -93,14 +104,12 @@ class HwmonSensor(PowerSensor):
             for n in range(1, 4):
                 label, volt, curr = d / f"in{n}_label", d / f"in{n}_input", d / f"curr{n}_input"
                 if label.exists() and volt.exists() and curr.exists():
-                    readers[label.read_text().strip()] = lambda v=volt, c=curr: (
-                        float(v.read_text()) * float(c.read_text()) / 1e6
-                    )
+                    readers[label.read_text().strip()] = partial(_milli_product, volt, curr)
         for d in glob_under(root, "/sys/bus/i2c/drivers/ina3221x/*/iio:device*"):
             for n in range(0, 3):
                 label, power = d / f"rail_name_{n}", d / f"in_power{n}_input"
                 if label.exists() and power.exists():
-                    readers[label.read_text().strip()] = lambda p=power: float(p.read_text()) / 1e3
+                    readers[label.read_text().strip()] = partial(_milli, power)
         if not readers:
             raise ProfilingError(
                 f"no INA3221 power rails under {root}/sys/bus/i2c/drivers/ina3221*/ "
@@ -135,12 +144,13 @@ class JtopSensor(PowerSensor):
     ):
         if jtop_factory is None:
             try:
-                from jtop import jtop as jtop_factory
+                from jtop import jtop as default_factory
             except ImportError:
                 raise ProfilingError(
                     "jetson-stats is not installed: `pip install powertrain[jetson]` "
                     "(or sensor='hwmon')"
                 ) from None
+            jtop_factory = default_factory
         try:
             self._jetson = jtop_factory(interval=interval_s)
             self._jetson.start()
