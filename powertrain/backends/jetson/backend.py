@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
-import threading
 import time
 import warnings
 from dataclasses import replace
@@ -25,17 +23,13 @@ from ...errors import ProfilingError
 from ...steps.loader import as_step
 from ...steps.step import TrainingStep
 from ..hardware import PowerSampler, StepBackend
+from ..stop_signals import StopSignals, blocked
 from .power_sensors import open_sensor
 from .sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
     "`sudo -E $(which powertrain) profile ...` (or `sudo -E python your_script.py`)"
-)
-
-#: the signals that stop a sweep; blocked while the board is being restored
-_STOP_SIGNALS = tuple(
-    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
 )
 
 #: fan PWM files (JetPack 5+: hwmon pwm1, JetPack 4: target_pwm); 255 = full speed
@@ -171,8 +165,7 @@ class JetsonBackend(StepBackend):
             catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
         )
         self._closed = False
-        self._stopping = False
-        self._signals: dict[int, Any] = {}
+        self._signals = StopSignals()
         self.original = self.knobs.snapshot()  # before the first write
         self.original_mode = self.knobs.state()
         self._fan = _Fan(self.root, self.write) if fan else None
@@ -180,7 +173,7 @@ class JetsonBackend(StepBackend):
         try:
             # handlers first: a signal at any later point restores the board
             if handle_signals:
-                self._install_signals()
+                self._signals.install()
             atexit.register(self.close)
             if self._fan:
                 self._fan.full()
@@ -191,43 +184,17 @@ class JetsonBackend(StepBackend):
                 self._restore_board()
             finally:
                 self.sensor.close()
-                self._uninstall_signals()
+                self._signals.uninstall()
                 atexit.unregister(self.close)
             raise
 
     # -- safety ---------------------------------------------------------------------
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def stop(signum: int, frame: Any) -> None:
-            if self._stopping:  # a second signal while unwinding: restoring goes on
-                return
-            self._stopping = True
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise SystemExit(128 + signum)  # unwinds through on_error / close: board restored
-
-        for sig in _STOP_SIGNALS:
-            self._signals[sig] = signal.signal(sig, stop)
-
-    def _uninstall_signals(self) -> None:
-        for sig, old in self._signals.items():
-            signal.signal(sig, old)
-        self._signals = {}
-
     def _restore_board(self) -> None:
         """Every restoring step runs, whatever failed before it, with the stop signals
         blocked (delivered once the board is back), so a second Ctrl-C or SIGTERM cannot
         leave it half restored."""
-        blocked = hasattr(signal, "pthread_sigmask")
-        if blocked:
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-        try:
+        with blocked():
             errors = self._restore_steps()
-        finally:
-            if blocked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         if errors:
             raise ProfilingError("; ".join(errors))
         if self.knobs.snapshot() != self.original:
@@ -267,7 +234,7 @@ class JetsonBackend(StepBackend):
             try:
                 self._restore_board()
             finally:
-                self._uninstall_signals()
+                self._signals.uninstall()
                 atexit.unregister(self.close)
 
     # -- Backend ----------------------------------------------------------------------
