@@ -5,6 +5,8 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import report
 from ._version import __version__
 from .batch_efficiency import load_r, r_vector
@@ -30,7 +32,7 @@ from .workflow import CaseRun, run_case
 from .workloads import get_workload
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # torch and scikit-learn take seconds to import; load them when a Predictor is asked
     # for, so `powertrain devices` and the profiler on a bare board start at once
     if name == "Predictor":

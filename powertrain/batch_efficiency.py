@@ -23,7 +23,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -254,7 +254,11 @@ def r_vector(
     return out.rename_axis("batch_size").reset_index()
 
 
-def load_r(source: str | os.PathLike | Mapping[int, float] | pd.DataFrame) -> pd.DataFrame:
+#: what :func:`load_r` reads: a CSV path, a {batch size: r} mapping or a table
+RSource = Union[str, os.PathLike, Mapping[int, float], pd.DataFrame]
+
+
+def load_r(source: RSource) -> pd.DataFrame:
     """A user's r: a dict {batch_size: r or samples}, a DataFrame or a CSV with columns
     ``batch_size`` and ``r`` (or ``samples`` to the target, or ``epochs`` to it, as a
     training trace of a per-epoch GPU corpus gives). Returns batch_size, r (and samples

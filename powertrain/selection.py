@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .batch_efficiency import load_r
+from .batch_efficiency import RSource, load_r
 from .errors import DataError, NoFeasibleModeError
 from .optimise import _number, columns_of, fastest_under
 
 OBJECTIVES = ("time", "energy")
 
 
-def time_to_accuracy(estimates: pd.DataFrame, r, time: str | None = None) -> pd.DataFrame:
+def time_to_accuracy(estimates: pd.DataFrame, r: RSource, time: str | None = None) -> pd.DataFrame:
     """``estimates`` plus ``tt_acc`` (seconds when r is absolute, else relative units)
     and ``energy_acc`` (J, or relative), for every row whose batch size r covers.
 
@@ -68,7 +68,7 @@ def _absolute(rv: pd.DataFrame, time: str) -> bool:
 
 def select(
     estimates: pd.DataFrame,
-    r,
+    r: RSource,
     power_cap_w: float,
     objective: str = "time",
     deadline_s: float | None = None,

@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 import bad_inputs  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("case", bad_inputs.CASES, ids=lambda c: c.name)
 def test_bad_input_gets_a_clear_answer(case, tmp_path):

@@ -17,6 +17,8 @@ from powertrain.batch_efficiency import (
 from powertrain.cli import main
 from powertrain.errors import DataError, NoFeasibleModeError
 
+pytestmark = pytest.mark.slow
+
 
 def test_sqrt_scaling_and_eq3_normalisation():
     assert sqrt_lr(128, 0.05, 32) == pytest.approx(0.1)

@@ -15,6 +15,8 @@ from powertrain.errors import DataError, PowerTrainError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import optimisation as opt  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 TRUTH = pd.DataFrame({"time_ms": [100.0, 80.0, 60.0, 50.0], "power_w": [10.0, 20.0, 30.0, 40.0]})
 
 

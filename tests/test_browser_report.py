@@ -18,6 +18,8 @@ import pytest
 
 import powertrain as pt
 
+pytestmark = [pytest.mark.slow, pytest.mark.system]
+
 SPEC = """title = "browser check"
 devices = ["orin-agx"]
 batch_sizes = [16]

@@ -11,6 +11,8 @@ from powertrain.cli import main
 from powertrain.errors import DataError, SpecError
 from powertrain.specs import load_device_spec, registered_devices, unregister_device
 
+pytestmark = pytest.mark.slow
+
 
 def _custom(name="orin-agx-mine") -> dict:
     """The Orin AGX spec under another id (a board the catalog does not have)."""

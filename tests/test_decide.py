@@ -11,6 +11,8 @@ from powertrain.corpora import load_corpus
 from powertrain.decide import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
+pytestmark = pytest.mark.slow
+
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: a quick transfer: these tests check the loop's contract, not the model's accuracy
 QUICK = {"transfer_epochs": 30, "transfer_cv_folds": 2}

@@ -10,6 +10,8 @@ import powertrain as pt
 from powertrain.cli import main
 from powertrain.evaluate import cap_sweep
 
+pytestmark = pytest.mark.slow
+
 MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
 
 

@@ -26,6 +26,8 @@ from powertrain.predictor.model_io import (
     content_sha256,
 )
 
+pytestmark = pytest.mark.slow
+
 torch.set_num_threads(1)
 
 

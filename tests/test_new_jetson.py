@@ -45,6 +45,7 @@ def test_derivation_agrees_with_every_catalog_jetson():
                 assert rule(spec) == pytest.approx(p[key]), f"{name} {key}"
 
 
+@pytest.mark.slow
 def test_a_jetson_from_its_datasheet_goes_from_spec_to_report(nx, tmp_path):
     twin = pt.Twin(SPEC, "resnet18", seed=0)
     samples = pt.profile(twin, nx.sample(10, seed=0, stratified=True), 16, progress=False)

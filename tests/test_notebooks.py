@@ -16,6 +16,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow
+
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 REQUIRED = {"quickstart", "transfer_accuracy", "pareto_and_caps", "batch_size", "real_gpus"}

@@ -15,6 +15,8 @@ from powertrain.errors import DataError
 from powertrain.predictor import ExtrapolationWarning, PowerTrainMLP, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
 
+pytestmark = pytest.mark.slow
+
 torch.set_num_threads(1)
 
 FAST = dict(

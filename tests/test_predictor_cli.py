@@ -11,6 +11,8 @@ from synthetic import synthetic_corpus
 import powertrain as pt
 from powertrain.cli import main
 
+pytestmark = pytest.mark.slow
+
 torch.set_num_threads(1)
 
 

@@ -18,6 +18,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from powertrain.predictor import PowerTrainMLP
 
+pytestmark = pytest.mark.slow
+
 torch.set_num_threads(1)
 
 

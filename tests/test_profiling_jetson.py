@@ -244,6 +244,7 @@ def test_bad_step_restores_board(tmp_path, bad, match):
     assert board.state() == before
 
 
+@pytest.mark.system
 def test_ctrl_c_and_sigterm_restore_board(tmp_path):
     for exc in ("ctrl-c", "sigterm"):
         board = make_orin(tmp_path / exc)

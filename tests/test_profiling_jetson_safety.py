@@ -121,6 +121,8 @@ with b:
 """
 
 
+@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
 def test_quick_signals_never_leave_the_board_half_restored(tmp_path):
     import json

@@ -400,6 +400,8 @@ def _sweep_then(tmp_path, sig: int) -> tuple[int, int]:
     return child.returncode, int(limit.read_text())
 
 
+@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_restores_the_power_limit(tmp_path, sig):
     rc, left = _sweep_then(tmp_path, sig)
@@ -409,6 +411,8 @@ def test_a_stop_signal_restores_the_power_limit(tmp_path, sig):
     assert len(rows) >= 2 and rows["power_w"].notna().all()  # measured rows kept
 
 
+@pytest.mark.slow
+@pytest.mark.system
 def test_after_a_sigkill_the_next_run_restores_the_recorded_limit(tmp_path):
     rc, left = _sweep_then(tmp_path, signal.SIGKILL)
     assert rc == -signal.SIGKILL and left != 700_000  # nobody could restore it
@@ -453,6 +457,7 @@ def test_a_clamped_restore_is_read_back_and_reported(tmp_path):
         b.close()
 
 
+@pytest.mark.system
 def test_signal_handlers_are_put_back_at_close(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True)

@@ -45,6 +45,7 @@ def test_a_second_writer_is_refused_at_once(tmp_path):
     assert len(_run(out)) == 4  # the lock is released with its holder
 
 
+@pytest.mark.system
 def test_the_package_imports_and_sweeps_without_fcntl(tmp_path):
     """Where ``fcntl`` does not exist (Windows), ``import powertrain`` and a locked,
     resumable sweep still work."""
@@ -132,6 +133,7 @@ def test_read_only_output_is_a_one_line_error(tmp_path, monkeypatch):
     assert out.read_bytes() == before
 
 
+@pytest.mark.system
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE semantics")
 def test_file_size_limit_keeps_every_written_row(tmp_path):
     out = tmp_path / "s.csv"
@@ -218,6 +220,8 @@ def test_twin_is_profiled_through_the_adapter():
     assert len(df) == 2 and (df.device == "orin-nano").all()
 
 
+@pytest.mark.slow
+@pytest.mark.system
 def test_twin_sweep_killed_and_resumed_is_bit_identical(tmp_path):
     from sweep_child import SlowTwin, twin_modes
 

@@ -150,6 +150,8 @@ def test_torn_last_line_is_repaired(tmp_path):
     _check_no_duplicates(out, 4)
 
 
+@pytest.mark.slow
+@pytest.mark.system
 def test_sigkill_mid_sweep_then_resume(tmp_path):
     out = tmp_path / "k.csv"
     env = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import powertrain as pt
 
 
@@ -16,6 +18,7 @@ def test_every_public_name_is_in_dir_and_reachable():
         assert getattr(pt, name) is not None, name
 
 
+@pytest.mark.system
 def test_importing_the_package_and_listing_it_leaves_torch_unloaded():
     script = (
         "import sys, powertrain as pt\n"

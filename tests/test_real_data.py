@@ -10,6 +10,8 @@ import pytest
 from powertrain.errors import DataError
 from powertrain.real_data import load_real_corpus, load_real_r, real_corpus_names
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "data" / "zeus_nsdi23"
 IMPORT = [sys.executable, str(ROOT / "tools" / "import_zeus.py")]

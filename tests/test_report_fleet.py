@@ -16,6 +16,8 @@ from powertrain.report.cases import steps_per_epoch
 from powertrain.report.folder import ReportError, connect
 from powertrain.report.spec import load_spec, parse_spec
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet.toml"
 
 SMALL = """title = "small fleet"

@@ -6,8 +6,12 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import powertrain as pt
 from powertrain.cli import main
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "powertrain"

@@ -131,5 +131,5 @@ class Backend(ABC):
     def __enter__(self) -> Backend:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

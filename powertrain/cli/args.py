@@ -51,12 +51,18 @@ class IntListAction(argparse.Action):
     """Positive integers given as ``16,32``, ``16 32`` or a mix: one syntax for every
     option that takes several batch sizes (or counts)."""
 
-    def __init__(self, option_strings, dest, **kwargs):
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         kwargs.setdefault("nargs", "+")
         kwargs.setdefault("metavar", "N")
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         out: list[int] = []
         for text in values if isinstance(values, list) else [values]:
             try:

@@ -229,7 +229,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.y_scale_ = float(yt.std()) or 1.0
         gen = torch.Generator().manual_seed(_torch_seed(self.random_state))
         self.net_ = mlp.MLP(X.shape[1], tuple(self.hidden_layer_sizes), float(self.dropout))
-        self.correction_ = None
+        self.correction_: dict[str, Any] | None = None
         mlp.init_mlp(self.net_, gen)
         # an input that never varied taught the net nothing: start it neutral, so that a
         # later transfer to other values (e.g. another batch size) is not a random shift
@@ -357,15 +357,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             with torch.no_grad():
                 head.weight.uniform_(-bound, bound, generator=gen)
                 head.bias.uniform_(-bound, bound, generator=gen)
-        head = list(new.net_.head.parameters())
+        head_params = list(new.net_.head.parameters())
         if settings["layers"] == "head":
-            params: list | None = head
+            params: list | None = head_params
         elif settings["body_lr_scale"] != 1.0:  # gentler on the kept layers than on the new one
             body = {
                 "params": list(new.net_.body.parameters()),
                 "lr": settings["learning_rate"] * settings["body_lr_scale"],
             }
-            params = [body, {"params": head}]
+            params = [body, {"params": head_params}]
         else:
             params = None
         noise_floor = max(
@@ -402,7 +402,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         for tr, va in folds:
             m = self._fine_tune(X[tr], y[tr], settings)
             e_nn.append(t[va] - m._ty(m.predict(X[va])))
-            if blend:
+            if feats is not None:
                 coef = _ridge(feats[tr], t[tr] - feats[tr, -1])
                 e_rx.append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
         empty = np.zeros(0)
@@ -469,8 +469,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.loss_curve_ = info["history"]["train"]
         self.validation_curve_ = info["history"]["val"]
         # uncertainty: residuals of the chosen weights, posterior of the output layer
-        phi, out = mlp.predict(self.net_, xs)
-        out = out.numpy()
+        phi, out_t = mlp.predict(self.net_, xs)
+        out = out_t.numpy()
         resid = z - out
         self.noise_var_ = max(uncertainty.noise_variance(resid[va], resid[tr]), noise_floor)
         self.head_cov_ = uncertainty.posterior_cov(phi[tr], self.noise_var_)
@@ -576,7 +576,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         est.best_epoch_ = int(meta["best_epoch"])
         est.correction_ = None
         if meta.get("correction") is not None:
-            corr = {k: float(v) for k, v in meta["correction"].items()}
+            corr: dict[str, Any] = {k: float(v) for k, v in meta["correction"].items()}
             corr["net"] = mlp.MLP(n_in, est.hidden_layer_sizes, float(est.dropout))
             pre = "correction.net."
             corr["net"].load_state_dict(

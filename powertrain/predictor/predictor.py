@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -190,6 +190,7 @@ class Predictor(BaseEstimator):
         return new
 
     def _fit_by_transfer(self, samples: pd.DataFrame, source: str | None) -> Predictor:
+        assert self.reference is not None  # fit() comes here only with a reference
         ref_path = Path(self.reference)
         ref = (
             Predictor.load(ref_path)
@@ -366,7 +367,7 @@ def _describe(df: pd.DataFrame, n: int) -> dict:
     return d
 
 
-def _register_recorded_devices(info: dict) -> None:
+def _register_recorded_devices(info: Any) -> None:
     """Register the user device specs a model file recorded (its own and its reference's)."""
     while isinstance(info, dict):
         for spec in (info.get("trained_on") or {}).get("device_specs", {}).values():

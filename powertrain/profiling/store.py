@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -140,7 +140,7 @@ def lock_path(out: Path) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(out: Path):
+def exclusive(out: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``out`` for a sweep: a second writer fails at once.
 
     Why: two runs appending to one CSV interleave rows and duplicate configurations; the

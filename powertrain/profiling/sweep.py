@@ -179,7 +179,7 @@ def profile(
     progress: bool | None = None,
     fsync: bool = True,
     header: Mapping | None = None,
-    **kwargs,
+    **kwargs: float,
 ) -> pd.DataFrame:
     """Profile every row of ``modes`` on ``backend`` and return one row per configuration
     (the backend's ``config_columns``, the measurements, its ``observed_columns``).
