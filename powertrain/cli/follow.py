@@ -49,7 +49,8 @@ def cmd_follow(args: argparse.Namespace) -> int:
     schedule = CapSchedule.from_csv(args.schedule)
     say = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     with get_backend(args.backend, args.device, args.workload, seed=args.seed) as board:
-        ref = load_reference(best_reference(board.device.name, args.workload, args.reference))
+        device = board.device.name if board.device is not None else board.device_name
+        ref = load_reference(best_reference(device, args.workload, args.reference))
         result = decide(
             board, ref, schedule.caps(), budget=args.budget, seed=args.seed, progress=say
         )
