@@ -261,6 +261,7 @@ def print_tables(acc: list, dec: list, draws: int) -> list[dict]:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3)
+    ap.add_argument("--ks", type=int, nargs="+", default=list(KS), help="samples per target")
     ap.add_argument("--quick", action="store_true", help="2 draws, 4 targets, k = 3 and 5")
     ap.add_argument("--json", help="rows and verdicts (written after every target too)")
     ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
@@ -268,7 +269,7 @@ def main(argv=None) -> dict:
     warnings.filterwarnings("ignore")
     t0 = time.time()
     draws = 2 if args.quick else args.draws
-    ks = (3, 5) if args.quick else KS
+    ks = (3, 5) if args.quick else tuple(args.ks)
     quick_targets = [
         "gpt3-175b-stage3-backward",
         "gpt3-175b-stage7-forward",
