@@ -2,6 +2,7 @@
 #   make demo   - the whole flow on the embedded default (digital twin + shipped reference model)
 #   make test   - the test suite (make test-fast: without the slow and system-touching tests)
 #   make check  - what CI checks before the tests: ruff, ruff format, the type checker
+#   make docs   - the API reference site from the docstrings (site/index.html)
 # On a Jetson, install NVIDIA's torch wheel first and run with TORCH= (keeps your torch).
 
 SHELL := /bin/bash
@@ -12,7 +13,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 TRAIN_REFERENCE ?= tools/train_reference.py
 
-.PHONY: setup demo test test-fast lint typecheck check bench clean
+.PHONY: setup demo test test-fast lint typecheck check docs bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,11 @@ typecheck: setup
 
 check: lint typecheck
 
+# The API reference from the docstrings (site/); --strict: a broken reference fails
+docs: setup
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/mkdocs build --strict
+
 # One run regenerates everything the results depend on, in order, so benchmarks/results/
 # is one consistent set: the twin corpora, the shipped reference models, then every
 # benchmark (its printed table in X.txt, its figures in X.json, plots and CSVs beside).
@@ -61,4 +67,4 @@ bench: setup
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

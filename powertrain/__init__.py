@@ -5,13 +5,9 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import report
 from ._version import __version__
-from .batch_efficiency import load_r, r_vector
-from .decide import Decision, decide
-from .devices import Device, get_device
 from .errors import (
     DataError,
     ModeError,
@@ -21,25 +17,68 @@ from .errors import (
     ProfilingError,
     SpecError,
 )
-from .follow import CapController, CapSchedule, follow
-from .optimise import fastest_under, pareto_front
-from .profiling.sweep import profile
-from .refine import refine_modes, with_observed
-from .selection import select, time_to_accuracy
-from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
-from .twin import Twin
-from .workflow import CaseRun, run_case
-from .workloads import get_workload
+
+#: public name -> the module that defines it. Loaded on first use: pandas, torch and
+#: scikit-learn take seconds to import, and `powertrain select --help`, `powertrain
+#: devices` or the profiler on a bare board should start at once.
+_LAZY = {
+    "load_r": "batch_efficiency",
+    "r_vector": "batch_efficiency",
+    "Decision": "decide",
+    "decide": "decide",
+    "Device": "devices",
+    "get_device": "devices",
+    "report": "report",  # the callable package: pt.report(spec, out)
+    "CapController": "follow",
+    "CapSchedule": "follow",
+    "follow": "follow",
+    "fastest_under": "optimise",
+    "pareto_front": "optimise",
+    "Predictor": "predictor",
+    "profile": "profiling.sweep",
+    "refine_modes": "refine",
+    "with_observed": "refine",
+    "select": "selection",
+    "time_to_accuracy": "selection",
+    "DeviceSpec": "specs",
+    "WorkloadSpec": "specs",
+    "device_names": "specs",
+    "register_device": "specs",
+    "workload_names": "specs",
+    "Twin": "twin",
+    "CaseRun": "workflow",
+    "run_case": "workflow",
+    "get_workload": "workloads",
+}
+
+if TYPE_CHECKING:  # what type checkers and documentation tools see
+    from . import report
+    from .batch_efficiency import load_r, r_vector
+    from .decide import Decision, decide
+    from .devices import Device, get_device
+    from .follow import CapController, CapSchedule, follow
+    from .optimise import fastest_under, pareto_front
+    from .predictor import Predictor
+    from .profiling.sweep import profile
+    from .refine import refine_modes, with_observed
+    from .selection import select, time_to_accuracy
+    from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
+    from .twin import Twin
+    from .workflow import CaseRun, run_case
+    from .workloads import get_workload
 
 
 def __getattr__(name: str) -> Any:
-    # torch and scikit-learn take seconds to import; load them when a Predictor is asked
-    # for, so `powertrain devices` and the profiler on a bare board start at once
-    if name == "Predictor":
-        from .predictor import Predictor
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'powertrain' has no attribute {name!r}")
+    import importlib
 
-        return Predictor
-    raise AttributeError(f"module 'powertrain' has no attribute {name!r}")
+    value = importlib.import_module(f"{__name__}.{module}")
+    if name != "report":  # pt.report is the (callable) package itself
+        value = getattr(value, name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def __dir__() -> list[str]:

@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import warnings
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, Union
@@ -224,13 +223,9 @@ def r_vector(
     runs = _read_cache(cache, meta) if cache is not None else None
     if runs is None:
         jobs = [(b, s) for b in sizes for s in seeds]
-        show = sys.stderr.isatty() if progress is None else bool(progress)
-        if show:
-            from tqdm.auto import tqdm
+        from .progress import progress_bar
 
-            jobs_iter = tqdm(jobs, desc="proxy training (batch x seed)")
-        else:
-            jobs_iter = jobs
+        jobs_iter = progress_bar(jobs, show=progress, desc="proxy training (batch x seed)")
         counts = Parallel(n_jobs=n_jobs)(
             delayed(fn)(b, s, float(target_accuracy)) for b, s in jobs_iter
         )

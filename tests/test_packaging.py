@@ -1,9 +1,11 @@
-"""A non-editable install must carry the catalog, the corpora and the reference models."""
+"""A non-editable install must carry the catalog, the corpora, the reference models, the
+examples and the licence, and stay small: the raw profiling logs stay in the repository."""
 
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.system]
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the wheel a newcomer downloads (the corpora and models are about 2 MB compressed)
+MAX_WHEEL_BYTES = 5 * 1024 * 1024
 
 PROBE = r"""
 import sys
@@ -40,9 +44,9 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
     # build from a clean copy: an in-tree build/ folder left by an earlier build would
     # otherwise leak stale files into the wheel and hide a package missing from pyproject
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for name in ("powertrain", "datasets", "reference_models"):
+    for name in ("powertrain", "datasets", "reference_models", "examples", "notebooks"):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     subprocess.run(
         [
@@ -62,6 +66,14 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
         cwd=tmp_path,
     )
     wheel = next(wheels.glob("powertrain-*.whl"))
+    size = wheel.stat().st_size
+    assert size <= MAX_WHEEL_BYTES, f"wheel is {size / 2**20:.1f} MB (limit 5 MB)"
+    names = zipfile.ZipFile(wheel).namelist()
+    raw = [n for n in names if n.endswith((".minibatches.csv.gz", ".power.csv.gz"))]
+    assert not raw, f"raw profiling logs in the wheel: {raw[:3]}"
+    licence = [n for n in names if n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n]
+    assert licence, "LICENSE missing from the wheel's metadata"
+    assert "Apache License" in zipfile.ZipFile(wheel).read(licence[0]).decode()
     subprocess.run(
         [
             sys.executable,
@@ -96,6 +108,17 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
         [str(site / "bin" / "powertrain"), "devices"], capture_output=True, text=True, env=env
     )
     assert cli.returncode == 0 and "18,096" in cli.stdout, cli.stderr
+    # the shipped examples are reachable without a checkout: a corpus by its id, and the
+    # fleet spec and the notebooks copied out of the package
+    fit = [str(site / "bin" / "powertrain"), "fit", "v100_bert-squad", "--epochs", "1"]
+    cli = subprocess.run([*fit, "-o", str(tmp_path / "m")], capture_output=True, text=True, env=env)
+    assert cli.returncode == 0, cli.stderr
+    ex = [str(site / "bin" / "powertrain"), "examples", "-o", str(tmp_path / "ex")]
+    cli = subprocess.run(ex, capture_output=True, text=True, env=env)
+    assert cli.returncode == 0, cli.stderr
+    assert {"fleet.toml", "quickstart.ipynb", "real_gpus.ipynb"} <= {
+        p.name for p in (tmp_path / "ex").iterdir()
+    }
     n_csv = sum(1 for p in (ROOT / "datasets").glob("*.csv"))
     assert f"datasets {n_csv}" in out
     for folder in (ROOT / "reference_models").iterdir():

@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 
+from .._version import __version__
 from ..errors import PowerTrainError
 from ..specs import register_device
+from .args import Parser
 
 #: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order
 COMMAND_MODULES = (
@@ -24,6 +27,7 @@ COMMAND_MODULES = (
     "demo",
     "report",
     "workloads",
+    "examples",
 )
 
 
@@ -34,13 +38,11 @@ DEVICE_SPEC_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="powertrain",
         description="Predict DNN training time and power in every power mode of a Jetson from a "
         "few profiled ones, and pick the fastest configuration under a power cap.",
     )
-    from .. import __version__
-
     parser.add_argument("--version", action="version", version=f"powertrain {__version__}")
     parser.add_argument(
         "--device-spec",
@@ -77,8 +79,15 @@ def main(argv: list[str] | None = None) -> int:
             register_device(spec)
         return int(args.func(args) or 0)
     except PowerTrainError as e:
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
         print(f"powertrain {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. `powertrain modes orin-agx | head`: the reader is done
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"powertrain {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Any
 
-from ..batch_efficiency import r_vector
-from .args import IntListAction, default_of, given, job_count, positive_int
+from ..errors import DataError
+from .args import (
+    IntListAction,
+    command,
+    default_of,
+    done,
+    given,
+    job_count,
+    nonnegative_int,
+    positive_int,
+    progress_flag,
+    say,
+)
+
+R_VECTOR = "powertrain.batch_efficiency:r_vector"
 
 
 def cmd_batch_r(args: argparse.Namespace) -> int:
-    from ..errors import DataError
+    from ..batch_efficiency import r_vector
+    from .tables import write_table
 
     out = Path(args.out)
     if not out.parent.is_dir():
@@ -20,22 +32,31 @@ def cmd_batch_r(args: argparse.Namespace) -> int:
     cache = Path(args.cache)
     if cache.exists() and not cache.is_dir():
         raise DataError(f"--cache {cache}: is a file; the cache is a folder (give another path)")
-    seeds: dict[str, Any] = {"seeds": range(args.seeds)} if args.seeds is not None else {}
+    if args.n_seeds is not None and args.seeds is not None:
+        raise DataError("give --seeds (a list, e.g. 0,1,2) or --n-seeds (a count), not both")
+    if args.seeds is not None and len(args.seeds) == 1:
+        say(
+            args,
+            f"note: --seeds {args.seeds[0]} is the one seed {args.seeds[0]} (as Python's "
+            f"seeds=); for {args.seeds[0]} seeds use --n-seeds {args.seeds[0]}",
+        )
+    if args.n_seeds is not None:
+        args.seeds = list(range(args.n_seeds))
     table = r_vector(
         args.batch_sizes,
         cache_dir=args.cache,
-        progress=args.progress or None,
-        **seeds,
-        **given(args, target_accuracy="target", n_jobs="jobs"),
+        progress=progress_flag(args),
+        **given(args, seeds="seeds", target_accuracy="target", n_jobs="jobs"),
     )
-    table.to_csv(out, index=False)
-    table.to_csv(sys.stdout, index=False, float_format="%.4g")
-    print(f"wrote {out}", file=sys.stderr)
+    write_table(table, str(out), args)
+    write_table(table, None, args)
+    done(f"wrote {out}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "batch-r",
         help="samples to a target accuracy per batch size (the r vector) from proxy training",
         description="Train a small CNN on scikit-learn's digits with each batch size (sqrt "
@@ -47,25 +68,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[8, 16, 32, 64, 128],
         help="batch sizes, e.g. 8,16,32 or 8 16 32 (default 8,16,32,64,128)",
     )
+    seeds = ",".join(map(str, default_of(R_VECTOR, "seeds")))
     p.add_argument(
         "--seeds",
-        type=positive_int,
+        action=IntListAction,
+        item=nonnegative_int,
         default=None,
-        help=f"seeds per batch size (default {len(default_of(r_vector, 'seeds'))})",
+        help=f"seeds per batch size, e.g. 0,1,2 or 0 1 2, as Python's seeds= (default {seeds})",
+    )
+    p.add_argument(
+        "--n-seeds", type=positive_int, default=None, help="seeds 0..N-1 instead of a list"
     )
     p.add_argument(
         "--target",
         type=float,
         default=None,
-        help=f"validation accuracy (default {default_of(r_vector, 'target_accuracy')})",
+        help=f"validation accuracy (default {default_of(R_VECTOR, 'target_accuracy')})",
     )
     p.add_argument("--cache", default=".powertrain-cache", help="cache folder (.powertrain-cache)")
     p.add_argument(
         "--jobs",
         type=job_count,
         default=None,
-        help=f"parallel trainings, joblib n_jobs (default {default_of(r_vector, 'n_jobs')})",
+        help=f"parallel trainings, joblib n_jobs (default {default_of(R_VECTOR, 'n_jobs')})",
     )
-    p.add_argument("--progress", action="store_true", help="progress bar even when not a terminal")
+    p.add_argument("--progress", action="store_true", help="same as -v (kept for old scripts)")
     p.add_argument("-o", "--out", default="r.csv", help="output CSV (r.csv)")
     p.set_defaults(func=cmd_batch_r)

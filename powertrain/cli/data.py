@@ -6,20 +6,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..devices import get_device
 from ..errors import SpecError
-from ..profiling.sweep import profile
-from ..specs import device_names
-from .args import default_of, given, nonnegative_int, positive_int
+from .args import command, default_of, done, given, nonnegative_int, positive_int, progress_flag
+
+PROFILE = "powertrain.profiling.sweep:profile"
 
 
-def _write(df, out: str | None) -> None:
-    if out in (None, "-"):
-        df.to_csv(sys.stdout, index=False)
-        return
-    path = _write_folder_exists(out)
-    df.to_csv(path, index=False)
-    print(f"wrote {len(df)} rows to {path}", file=sys.stderr)
+def _write(df, out: str | None, args: argparse.Namespace, rounded=()) -> None:
+    """Modes are written exactly (a clock is a value the device has); ``rounded``
+    columns (measurements) print to a few digits on the terminal."""
+    from .tables import write_table
+
+    if out not in (None, "-"):
+        _write_folder_exists(out)
+    write_table(df, out, args, rounded=rounded)
+    if out not in (None, "-"):
+        done(f"wrote {len(df)} rows to {out}")
 
 
 def _write_folder_exists(out: str) -> Path:
@@ -39,6 +41,9 @@ def _knob_summary(name: str, values: tuple[float, ...]) -> str:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    from ..devices import get_device
+    from ..specs import device_names
+
     rows = []
     for name in device_names():
         d = get_device(name)
@@ -51,16 +56,21 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_modes(args: argparse.Namespace) -> int:
+    from ..devices import get_device
+
     dev = get_device(args.device)
     if args.which == "all" and not args.sweep_order:  # any size: a chunk at a time
         from ..streaming import write_csv_chunks
+        from .tables import integer_columns, print_table
 
+        chunks = (integer_columns(df) for df in dev.iter_power_modes())
         if args.out in (None, "-"):
-            write_csv_chunks(dev.iter_power_modes(), sys.stdout)
+            for i, df in enumerate(chunks):  # exact values, counts as integers
+                print_table(df, sys.stdout, rounded=(), header=i == 0)
             return 0
         _write_folder_exists(args.out)
-        n = write_csv_chunks(dev.iter_power_modes(), args.out)
-        print(f"wrote {n} rows to {args.out}", file=sys.stderr)
+        n = write_csv_chunks(chunks, args.out)
+        done(f"wrote {n} rows to {args.out}")
         return 0
     if args.which == "all":
         df = dev.power_modes()
@@ -72,13 +82,14 @@ def cmd_modes(args: argparse.Namespace) -> int:
         df = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
     if args.sweep_order and args.which != "presets":
         df = dev.sweep_order(df)
-    _write(df, args.out)
+    _write(df, args.out, args)
     return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from ..devices import get_device
+    from ..profiling.sweep import profile
     from ..twin import Twin
-    from .profile import progress_flag
 
     twin = Twin(args.device, args.workload, seed=args.seed)
     dev = get_device(args.device)
@@ -94,22 +105,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         **given(args, n_minibatches="minibatches"),
     )
     if to_stdout:
-        df.to_csv(sys.stdout, index=False)
+        _write(df, None, args, rounded=[c for c in df.columns if c not in modes.columns])
     else:
         hours = df["profile_s"].sum() / 3600
-        print(
-            f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)",
-            file=sys.stderr,
-        )
+        done(f"wrote {len(df)} modes to {args.out} ({hours:.2f} h of simulated board time)")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("devices", help="list catalog devices and their power-mode counts")
+    p = command(sub, "devices", help="list catalog devices and their power-mode counts")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser(
-        "modes", help="write a device's power modes (all, grid, presets or a sample) as CSV"
+    p = command(
+        sub, "modes", help="write a device's power modes (all, grid, presets or a sample) as CSV"
     )
     p.add_argument(
         "device", help="catalog id (see `powertrain devices`) or a device spec JSON file"
@@ -131,7 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", help="output CSV (default: stdout)")
     p.set_defaults(func=cmd_modes)
 
-    p = sub.add_parser("simulate", help="profile N random modes of a workload on the digital twin")
+    p = command(sub, "simulate", help="profile N random modes of a workload on the digital twin")
     p.add_argument("device", help="catalog id or device spec JSON file")
     p.add_argument("workload", help="catalog workload name or workload spec JSON file")
     p.add_argument("-n", type=positive_int, default=50, help="number of random modes to profile")
@@ -140,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--minibatches",
         type=positive_int,
         default=None,
-        help=f"clean minibatches per mode (default {default_of(profile, 'n_minibatches')})",
+        help=f"clean minibatches per mode (default {default_of(PROFILE, 'n_minibatches')})",
     )
     p.add_argument(
         "--seed", type=nonnegative_int, default=0, help="seeds the twin and the mode draw"
@@ -149,8 +157,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--stratified", action="store_true", help="spread the sample over GPU x memory cells"
     )
     p.add_argument("-o", "--out", help="output CSV; rerunning with the same file resumes")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--progress", action="store_true", help="progress bar even when stderr is not a terminal"
-    )
+    p.add_argument("--progress", action="store_true", help="same as -v (kept for old scripts)")
     p.set_defaults(func=cmd_simulate)

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .args import command, progress_flag
+
 #: the Pareto table: the configuration exactly, the prediction and its 1-sigma spread
 FRONT_COLUMNS = [
     "cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size",
@@ -67,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         observed=True,  # profiled modes at what the board measured
         truth=True,
         seed=args.seed,
-        progress=None if not args.quiet else False,
+        progress=progress_flag(args),
     )
     for note in run.notes:  # e.g. modes outside the reference's grid
         say(f"   note: {note}")
@@ -155,8 +157,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "demo", help="run the whole flow on the digital twin with the shipped reference model"
+    p = command(
+        sub, "demo", help="run the whole flow on the digital twin with the shipped reference model"
     )
     p.add_argument("--device", default="orin-agx", help="catalog device (orin-agx)")
     p.add_argument("--workload", default="mobilenetv3", help="catalog workload (mobilenetv3)")
@@ -185,7 +187,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seeds the twin and the sample (0)")
     p.add_argument("-o", "--out", default="powertrain-demo", help="output folder")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(func=cmd_demo)
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import positive_int
+from .args import command, nonnegative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "follow",
         help="train under a changing power cap (a schedule file), switching configuration "
         "between minibatches",
@@ -35,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--budget", type=positive_int, default=50, help="configurations to measure (default 50)"
     )
     p.add_argument("--reference", default=None, help="model to transfer (default: shipped)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default 0)")
     p.set_defaults(func=cmd_follow)
 
 

@@ -12,8 +12,35 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataError, ModelFileError
-from ..schema import read_csv
-from .args import IntListAction, given, nonnegative_int, positive_int
+from .args import (
+    IntListAction,
+    command,
+    done,
+    given,
+    nonnegative_int,
+    positive_int,
+    progress_flag,
+)
+
+
+def read_table(text: str, what: str = ""):
+    """A CSV file, or the id of a corpus shipped with the package (``powertrain
+    examples`` lists them), e.g. ``orin-agx_mobilenetv3_bs16`` or ``v100_bert-squad``."""
+    from ..corpora import corpus_names, corpus_path
+    from ..real_data import load_real_corpus, real_corpus_names
+    from ..schema import read_csv
+
+    if Path(text).exists() or text.endswith((".csv", ".csv.gz")):
+        return read_csv(text, what)
+    if text in corpus_names():
+        return read_csv(corpus_path(text), what)
+    if text in real_corpus_names():
+        return load_real_corpus(text)
+    where = f"{what} {text}" if what else text
+    raise DataError(
+        f"{where}: no such file, and no shipped corpus of that name "
+        "(`powertrain examples` lists them)"
+    )
 
 
 def _load_model(spec: str):
@@ -32,6 +59,7 @@ def _load_model(spec: str):
 
 def _check_out(path: str, *, directory: bool) -> None:
     """Refuse an output path that cannot be written, before any training runs."""
+
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -46,8 +74,8 @@ def _check_out(path: str, *, directory: bool) -> None:
         check_writable(out)  # read-only or forbidden: said now, not after training
 
 
-def _show_warnings(caught: list) -> None:
-    for w in caught:
+def _show_warnings(caught: list, args: argparse.Namespace) -> None:
+    for w in caught:  # also with -q: a warning says the result may be off
         print(f"warning: {w.message}", file=sys.stderr)
 
 
@@ -55,25 +83,32 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from ..predictor import PowerTrainMLP, Predictor
 
     _check_out(args.out, directory=True)
-    corpus = read_csv(args.corpus)
-    targets = tuple(t.strip() for t in args.targets.split(","))
+    corpus = read_table(args.corpus)
+    if args.targets is None:  # the real GPU traces measure seconds per epoch
+        has_ms = "time_ms" in corpus.columns or "epoch_s" not in corpus.columns
+        text = "time_ms,power_w" if has_ms else "epoch_s,power_w"
+    else:
+        text = args.targets
+    targets = tuple(t.strip() for t in text.split(","))
     if len(targets) != 2 or not all(targets):
-        raise DataError(f"--targets {args.targets}: give two column names, time then power")
+        raise DataError(f"--targets {text}: give two column names, time then power")
     est = PowerTrainMLP(**given(args, epochs="epochs"))
     model = Predictor(
-        est, targets=targets, progress=not args.quiet, **given(args, random_state="seed")
+        est, targets=targets, progress=progress_flag(args), **given(args, random_state="seed")
     )
     model.fit(corpus, source=args.corpus)
     model.save(args.out)
     s = model.info_["fit_seconds"]
-    print(f"trained on {model.n_samples_} modes in {s:.1f} s; wrote {args.out}", file=sys.stderr)
+    done(
+        f"trained on {model.n_samples_} modes ({', '.join(targets)}) in {s:.1f} s; wrote {args.out}"
+    )
     return 0
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
     _check_out(args.out, directory=True)
     ref = _load_model(args.reference)
-    samples = read_csv(args.samples)
+    samples = read_table(args.samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = ref.transfer(
@@ -82,18 +117,18 @@ def cmd_transfer(args: argparse.Namespace) -> int:
             source=args.samples,
             **given(args, loss="loss", transfer_epochs="epochs"),
         )
-    _show_warnings(caught)
+    _show_warnings(caught, args)
     model.save(args.out)
-    print(
+    done(
         f"transferred {args.reference} with {model.n_samples_} samples in "
-        f"{model.info_['fit_seconds']:.2f} s; wrote {args.out}",
-        file=sys.stderr,
+        f"{model.info_['fit_seconds']:.2f} s; wrote {args.out}"
     )
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from ..streaming import predict_chunks, read_csv_chunks, write_csv_chunks
+    from .tables import integer_columns
 
     if args.out not in (None, "-"):
         _check_out(args.out, directory=False)
@@ -129,14 +164,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
             model, chunks, batch, return_std=not args.no_std, source=source, check=check
         )
         if args.out in (None, "-"):
-            write_csv_chunks(frames, sys.stdout)
+            _print_chunks(frames, model, args)
             n = None
         else:
-            n = write_csv_chunks(frames, args.out)
-    _show_warnings(caught)
+            n = write_csv_chunks((integer_columns(df) for df in frames), args.out)
+    _show_warnings(caught, args)
     if n is not None:
-        print(f"wrote {n} predictions to {args.out}", file=sys.stderr)
+        done(f"wrote {n} predictions to {args.out}")
     return 0
+
+
+def _print_chunks(frames, model, args: argparse.Namespace) -> None:
+    """Predictions on the terminal: the configuration exactly, the predicted columns to
+    6 significant digits (``--full-precision``: every digit), one chunk at a time."""
+    import sys
+
+    from .tables import print_table
+
+    targets = list(model.targets_)
+    rounded = [*targets, *(f"{t}_std" for t in targets)]
+    for i, df in enumerate(frames):
+        print_table(df, sys.stdout, rounded, args.full_precision, header=i == 0)
 
 
 def _prepend(first, rest):
@@ -145,20 +193,21 @@ def _prepend(first, rest):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fit", help="train a reference predictor (time + power) on a profiled corpus CSV"
+    p = command(
+        sub, "fit", help="train a reference predictor (time + power) on a profiled corpus CSV"
     )
     p.add_argument(
         "corpus",
         help="CSV with cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w (a Jetson), "
-        "or with a device column naming a catalog device: its knobs + batch_size",
+        "or with a device column naming a catalog device: its knobs + batch_size; or a "
+        "shipped corpus id, e.g. orin-agx_mobilenetv3_bs16 (`powertrain examples` lists them)",
     )
     p.add_argument("-o", "--out", required=True, help="model directory to write")
     p.add_argument(
         "--targets",
-        default="time_ms,power_w",
+        default=None,
         help="the two measured columns to predict, time then power (default: time_ms,power_w; "
-        "the real GPU traces: epoch_s,power_w)",
+        "epoch_s,power_w for a table without time_ms, e.g. the real GPU traces)",
     )
     # defaults are the library's (PowerTrainMLP, Predictor); torch loads only when one runs
     p.add_argument(
@@ -167,13 +216,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=nonnegative_int, default=None, help="random seed (default: the model's)"
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser(
-        "transfer", help="adapt a reference predictor to a new workload/device from ~50 samples"
+    p = command(
+        sub,
+        "transfer",
+        help="adapt a reference predictor to a new workload/device from ~50 samples",
     )
-    p.add_argument("samples", help="profiled samples CSV (same columns as a corpus)")
+    p.add_argument(
+        "samples", help="profiled samples CSV (same columns as a corpus) or a shipped corpus id"
+    )
     p.add_argument(
         "-r",
         "--reference",
@@ -193,8 +245,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=None, help="random seed (the model's)")
     p.set_defaults(func=cmd_transfer)
 
-    p = sub.add_parser(
-        "predict", help="predict time and power for modes (CSV or every mode of a device)"
+    p = command(
+        sub, "predict", help="predict time and power for modes (CSV or every mode of a device)"
     )
     p.add_argument("modes", nargs="?", help="CSV of modes (default: every mode of --device)")
     p.add_argument("-m", "--model", required=True, help="model directory or shipped reference name")
@@ -207,5 +259,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: the CSV's batch_size column)",
     )
     p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
+    p.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="print predictions with every digit (default: 6 significant digits on stdout; "
+        "files always keep every digit)",
+    )
     p.add_argument("-o", "--out", help="output CSV (default: stdout)")
     p.set_defaults(func=cmd_predict)

@@ -10,15 +10,27 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from ..backends import JetsonBackend, NvmlBackend, get_backend
 from ..errors import DataError
-from ..profiling.sweep import profile
-from ..schema import read_csv
-from .args import IntListAction, default_of, given, nonnegative_int, positive_int
+from .args import (
+    IntListAction,
+    command,
+    default_of,
+    done,
+    given,
+    nonnegative_int,
+    positive_int,
+    progress_flag,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: where the library defaults shown in the help live (read without importing them)
+PROFILE = "powertrain.profiling.sweep:profile"
+JETSON = "powertrain.backends.jetson.backend:JetsonBackend"
+NVML = "powertrain.backends.nvml:NvmlBackend"
 
 #: what --strategy accepts
 STRATEGIES = ("random", "stratified", "active")
@@ -42,20 +54,9 @@ def caps_arg(text: str) -> list[float]:
     return caps
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of integers"
-        ) from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more integers >= 0")
-    return values
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "profile",
         help="profile a training job over power modes / batch sizes (twin, Jetson, NVIDIA GPU)",
         description="Run N minibatches of a training step in each configuration and write one "
@@ -103,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--minibatches",
         type=int,
         default=None,
-        help=f"clean minibatches per mode (default {default_of(profile, 'n_minibatches')})",
+        help=f"clean minibatches per mode (default {default_of(PROFILE, 'n_minibatches')})",
     )
     p.add_argument(
         "--seed",
@@ -111,16 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="random seed for the mode sample and the twin (default 0)",
     )
-    p.add_argument(
-        "--quiet",
-        action="store_true",
-        help="no progress bar (default: a bar when stderr is a terminal)",
-    )
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress bar even when stderr is not a terminal (default: only on one)",
-    )
+    p.add_argument("--progress", action="store_true", help="same as -v (kept for old scripts)")
     st = p.add_argument_group("strategy: which configurations to measure")
     st.add_argument(
         "--strategy",
@@ -153,9 +145,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     hw = p.add_argument_group("jetson / nvml")
     hw.add_argument(
         "--num-workers",
-        type=_int_list,
+        action=IntListAction,
+        item=nonnegative_int,
         default=None,
-        help="dataloader worker count(s); several multiply the modes (default 0)",
+        help="dataloader worker count(s), e.g. 0,4 or 0 4; several multiply the modes (default 0)",
     )
     hw.add_argument(
         "--image-size",
@@ -168,8 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="power sampling period in s (default: jetson "
-        f"{default_of(JetsonBackend, 'sample_period_s')}, "
-        f"nvml {default_of(NvmlBackend, 'sample_period_s')})",
+        f"{default_of(JETSON, 'sample_period_s')}, "
+        f"nvml {default_of(NVML, 'sample_period_s')})",
     )
     j = p.add_argument_group("jetson")
     j.add_argument(
@@ -205,13 +198,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpu",
         type=int,
         default=None,
-        help=f"NVML GPU index (default {default_of(NvmlBackend, 'gpu_index')})",
+        help=f"NVML GPU index (default {default_of(NVML, 'gpu_index')})",
     )
     n.add_argument(
         "--threads",
-        type=_int_list,
+        action=IntListAction,
         default=None,
-        help="CPU thread counts to sweep (the threads column), e.g. 2,4,8; "
+        help="CPU thread counts to sweep (the threads column), e.g. 2,4,8 or 2 4 8; "
         "default: torch's current count",
     )
     n.add_argument(
@@ -234,6 +227,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _modes(args: argparse.Namespace, device) -> pd.DataFrame:
     """Modes from --modes (count or file), crossed with batch sizes and worker counts."""
+    from ..schema import read_csv
+
     text = args.modes if args.modes is not None else "50"
     if text.isdigit():
         n = int(text)
@@ -250,6 +245,8 @@ def _cross(
 ) -> pd.DataFrame:
     """``modes`` crossed with the values given on the command line (batch sizes, worker
     counts, and ``more``: e.g. nvml's threads and power limits), replacing a file's."""
+    import pandas as pd
+
     pairs = (("batch_size", args.batch_size), ("num_workers", args.num_workers), *more)
     for col, values in pairs:
         if values is None:
@@ -270,6 +267,8 @@ def _step_options(args: argparse.Namespace) -> dict:
 def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
     # the seed draws the modes (and seeds the twin); batch sizes and worker counts are
     # configuration columns, so a resumed run may add new ones to the same output
+    from ..profiling.sweep import profile
+
     header = {"seed": args.seed}
     return profile(
         backend,
@@ -279,11 +278,6 @@ def _run(backend, modes: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame
         header=header,
         **given(args, n_minibatches="minibatches"),
     )
-
-
-def progress_flag(args: argparse.Namespace) -> bool | None:
-    """--quiet: no bar; --progress: a bar; neither: a bar only on a terminal."""
-    return False if args.quiet else (True if args.progress else None)
 
 
 def _backend_options(args: argparse.Namespace) -> dict:
@@ -313,6 +307,8 @@ def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
     """NVML sets no clocks: by default every (power limit, batch size, threads, workers)
     combination; a --modes file is crossed with the lists given on the command line."""
     if args.modes is not None and not args.modes.isdigit():
+        from ..schema import read_csv
+
         more = (("threads", args.threads), ("power_limit_w", args.power_limits))
         return _cross(read_csv(args.modes, "--modes"), args, more)
     modes = backend.modes(
@@ -353,6 +349,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     _check_power_limit_options(args)
     _check_strategy_options(args)
+    from ..backends import get_backend
+
     with get_backend(
         args.backend,
         args.device,
@@ -368,10 +366,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         )
         df = _run(backend, modes, args)
     if args.out is None:
-        df.to_csv(sys.stdout, index=False)
+        from .tables import write_table
+
+        write_table(df, None, args, rounded=[c for c in df.columns if c not in modes.columns])
     else:
         hours = float(df["profile_s"].sum()) / 3600 if "profile_s" in df else float("nan")
-        print(f"{args.out}: {len(df)} configurations ({hours:.2f} h of profiling)", file=sys.stderr)
+        done(f"{args.out}: {len(df)} configurations ({hours:.2f} h of profiling)")
     return 0
 
 
@@ -406,6 +406,7 @@ def _active(backend, args: argparse.Namespace) -> int:
     """Measure where the decision is, print why each configuration is measured, write the
     measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
     from ..decide import decide
+    from ..schema import read_csv
 
     if backend.device is None:
         raise DataError("--strategy active needs --device (the mode space to decide over)")
@@ -413,10 +414,9 @@ def _active(backend, args: argparse.Namespace) -> int:
     earlier = None
     if args.out is not None and Path(args.out).is_file():
         earlier = read_csv(args.out, "--out")  # an earlier run of this command: resume
-    quiet = args.quiet
 
     def say(line: str) -> None:
-        if not quiet:
+        if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
     result = decide(

@@ -11,6 +11,8 @@ import argparse
 import signal
 import sys
 
+from .args import command, done, say
+
 
 def cmd_report(args: argparse.Namespace) -> int:
     import matplotlib
@@ -22,35 +24,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     def interrupted(signum, frame):  # a `kill` stops the workers too, as Ctrl-C does
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupted)
+    previous = signal.signal(signal.SIGTERM, interrupted)
 
-    def say(msg: str) -> None:  # status to stderr, like every other command
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
+    def log(message: str) -> None:
+        say(args, message)
 
-    result = report(
-        args.spec,
-        args.out,
-        overwrite=args.overwrite,
-        scheduler=args.scheduler,
-        n_jobs=args.jobs,
-        log=say,
-        max_cases=args.max_cases,
-    )
+    try:
+        result = report(
+            args.spec,
+            args.out,
+            overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            n_jobs=args.jobs,
+            log=log,
+            max_cases=args.max_cases,
+        )
+    finally:  # the caller's handler again (main() may be called from a program)
+        signal.signal(signal.SIGTERM, previous)
     n_cases = len(result.computed) + len(result.reused)
     names = sorted({p.name for p in result.files if p.parent.parent.name == "cases"})
     per_case = ", ".join(names) if names else "(all reused)"
-    print(
+    done(
         f"wrote {result.index}, {result.out / 'report.json'} and {len(result.computed)} case "
         f"folder(s) {result.out}/cases/CASE/ each with {per_case} "
-        f"({len(result.files)} files; {len(result.reused)} of {n_cases} cases reused)",
-        file=sys.stderr,
+        f"({len(result.files)} files; {len(result.reused)} of {n_cases} cases reused)"
     )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "report",
         help="batch Pareto report for devices x workloads x batch sizes x caps (TOML spec)",
         description="Run every case of a TOML spec (see examples/fleet.toml) and write an "
@@ -79,7 +83,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="run a spec of more than 500 cases (it is refused with a time estimate otherwise)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the 'wrote' line")
     p.set_defaults(func=cmd_report)
 
 

@@ -1,35 +1,68 @@
-"""``powertrain select``: the Pareto front and the fastest configuration under a power cap."""
+"""``powertrain select``: the Pareto front and the fastest configuration under a power cap.
+
+Why: this is the cheap end of the flow (a CSV in, one row out), so it imports pandas and
+numpy only, never torch or scikit-learn.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..errors import DataError
-from ..optimise import fastest_under, pareto_front
-from ..schema import read_csv
-from ..selection import OBJECTIVES, select
-from .args import default_of, given
+from .args import command, default_of, done, given
 
+#: selection.OBJECTIVES, spelled out so that building the parser imports nothing heavy
+OBJECTIVES = ("time", "energy")
+#: where the library defaults shown in the help live (read without importing them)
+FASTEST_UNDER = "powertrain.optimise:fastest_under"
+SELECT = "powertrain.selection:select"
 #: the safety-margin options, as fastest_under / select keywords
 _MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
 
 
+def time_column(columns, name: str | None, power: str, source: str) -> str:
+    """The time target to minimise: ``name``, else ``time_ms``, else the one predicted
+    column besides ``power`` (a column with a ``_std`` partner, e.g. ``epoch_s``)."""
+    columns = list(columns)
+    if name is not None:
+        if name not in columns:
+            raise DataError(f"{source}: --time {name}: no such column (has {', '.join(columns)})")
+        return name
+    if "time_ms" in columns:
+        return "time_ms"
+    predicted = [c for c in columns if f"{c}_std" in columns and c != power]
+    if len(predicted) == 1:
+        return predicted[0]
+    raise DataError(
+        f"{source}: no time_ms column and no single other predicted column; name the time "
+        f"target with --time (columns: {', '.join(columns)})"
+    )
+
+
 def cmd_select(args: argparse.Namespace) -> int:
+    from ..optimise import fastest_under, pareto_front
+    from ..schema import read_csv
+    from .tables import write_table
+
     if args.front:
         folder = Path(args.front).parent
         if not folder.is_dir():
             raise DataError(f"--front {args.front}: folder {folder} does not exist")
     est = read_csv(args.estimates)
+    time = time_column(est.columns, args.time, args.power, args.estimates)
     if args.front:
-        front = pareto_front(est)
-        front.to_csv(args.front, index=False)
-        print(
-            f"wrote the Pareto front ({len(front)} of {len(est)} rows) to {args.front}",
-            file=sys.stderr,
-        )
+        front = pareto_front(est, time=time, power=args.power)
+        write_table(front, args.front, args)
+        done(f"wrote the Pareto front ({len(front)} of {len(est)} rows) to {args.front}")
     if args.r:
+        from ..selection import select
+
+        if args.time is not None or args.power != "power_w":
+            raise DataError(
+                "--r: time to accuracy uses the table's own time_ms or epoch_s and power_w "
+                "columns; leave out --time and --power"
+            )
         best = select(
             est,
             args.r,
@@ -37,38 +70,55 @@ def cmd_select(args: argparse.Namespace) -> int:
             deadline_s=args.deadline,
             **given(args, objective="objective", **_MARGINS),
         )
-        best.to_frame().T.to_csv(sys.stdout, index=False)
-        return 0
-    if args.objective not in (None, "time") or args.deadline is not None:
-        raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
-    best = fastest_under(est, power_cap_w=args.power_cap, **given(args, **_MARGINS))
-    best.to_frame().T.astype(est.dtypes.to_dict()).to_csv(sys.stdout, index=False)
+    else:
+        if args.objective not in (None, "time") or args.deadline is not None:
+            raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
+        best = fastest_under(
+            est, power_cap_w=args.power_cap, time=time, power=args.power, **given(args, **_MARGINS)
+        )
+    # the configuration exactly as the device has it; predictions to a few digits
+    predicted = [time, args.power, "tt_acc", "energy_acc"]
+    predicted += [c for c in est.columns if c.endswith("_std") or f"{c}_std" in est.columns]
+    write_table(best.to_frame().T, None, args, dtypes=est.dtypes.to_dict(), rounded=predicted)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "select",
         help="fastest configuration under a power cap (and the Pareto front) from estimates",
+        description="Read an estimates CSV (from `powertrain predict`, or measured) and print "
+        "the fastest configuration whose power fits the cap. The time target is time_ms, or "
+        "the model's own (e.g. epoch_s for the real GPU traces), or the column --time names.",
     )
     p.add_argument(
         "estimates",
         help="CSV with power_w and time_ms (per minibatch) or epoch_s (per epoch), e.g. from "
-        "`predict`",
+        "`predict`; another time column with --time",
     )
     p.add_argument("--power-cap", type=float, required=True, help="watts")
+    p.add_argument(
+        "--time",
+        metavar="COLUMN",
+        help="time column to minimise (default: time_ms, else the one predicted target "
+        "besides power, e.g. epoch_s)",
+    )
+    p.add_argument(
+        "--power", metavar="COLUMN", default="power_w", help="power column (default: power_w)"
+    )
     p.add_argument(
         "--margin",
         type=float,
         default=None,
-        help=f"watts kept below the cap (default {default_of(fastest_under, 'margin_w')})",
+        help=f"watts kept below the cap (default {default_of(FASTEST_UNDER, 'margin_w')})",
     )
     p.add_argument(
         "--k-sigma",
         type=float,
         default=None,
         help="also keep k x power_w_std below the cap "
-        f"(default {default_of(fastest_under, 'k_sigma')})",
+        f"(default {default_of(FASTEST_UNDER, 'k_sigma')})",
     )
     p.add_argument("--front", help="also write the time-power Pareto front to this CSV")
     p.add_argument(
@@ -80,9 +130,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--objective",
         choices=OBJECTIVES,
         default=None,
-        help=f"with --r: minimise (default {default_of(select, 'objective')})",
+        help=f"with --r: minimise (default {default_of(SELECT, 'objective')})",
     )
     p.add_argument(
         "--deadline", type=float, help="with --r samples: only rows reaching the target in S s"
+    )
+    p.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="print every digit (default: 6 significant digits; integer columns as integers)",
     )
     p.set_defaults(func=cmd_select)

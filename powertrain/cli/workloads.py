@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from .args import command
+
 
 def cmd_workloads(args: argparse.Namespace) -> int:
     from ..specs import workload_names
@@ -22,5 +24,5 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("workloads", help="list catalog workloads (name, batch size, dataset)")
+    p = command(sub, "workloads", help="list catalog workloads (name, batch size, dataset)")
     p.set_defaults(func=cmd_workloads)

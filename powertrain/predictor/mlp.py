@@ -124,10 +124,10 @@ def train(
     n = len(xt)
     bs = max(1, min(batch_size, n))
     bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    if progress:  # shown on a terminal or in a notebook only, never into a log file
+        from ..progress import progress_bar
 
-        bar = tqdm(total=epochs, desc=desc, leave=False, unit="epoch")
+        bar = progress_bar(total=epochs, desc=desc, leave=False, unit="epoch")
     # minibatches of 32-4k rows are too small to split across threads: the OpenMP hand-off
     # costs more than it saves, and on a busy machine it stalls badly (measured: a 10x
     # slower reference fit with 2 threads beside another job), so train single-threaded

@@ -16,10 +16,10 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ..backends import Backend, as_backend
 from ..errors import DataError, ProfilingError
+from ..progress import progress_bar
 from ..twin import Twin
 from . import store
 from .aggregate import stable_since, summarise_window
@@ -266,9 +266,9 @@ def _sweep(
     columns = store.output_columns(backend)
     rows: list[dict] = []
     board_s = 0.0
-    bar = tqdm(
+    bar = progress_bar(
         total=len(todo),
-        disable=None if progress is None else not progress,
+        show=progress,
         unit="mode",
         dynamic_ncols=True,
         desc=f"{backend.workload_name} on {backend.device_name}",

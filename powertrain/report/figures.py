@@ -77,7 +77,7 @@ def plot_time_power(
             ax.scatter(picks["power_w"].astype(float), picks[y].astype(float), marker="*",
                        s=30 if thumbnail else 80, c="tab:red", zorder=5,
                        label="chosen" if len(picks) == 1 else "pick per cap")  # fmt: skip
-    ax.set_yscale("log")
+    plain_log_axis(ax)
     per_epoch = y == "epoch_s"
     if thumbnail:
         ax.tick_params(labelsize=8, length=2, pad=1)
@@ -94,6 +94,17 @@ def plot_time_power(
     if title and not thumbnail:
         ax.set_title(title, fontsize=10)
     return ax
+
+
+def plain_log_axis(ax, which: str = "y") -> None:
+    """A log scale labelled as a person reads it: ``60``, not ``6×10^1``; minor ticks
+    labelled only where the range is under a decade, and then only as many as fit."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def new_figure(figsize: tuple[float, float] = (7, 4.5), dpi: int = 110):

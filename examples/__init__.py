@@ -1,0 +1,1 @@
+"""Example inputs, shipped as ``powertrain._examples`` (``powertrain examples -o DIR``)."""

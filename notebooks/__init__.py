@@ -1,0 +1,1 @@
+"""The notebooks, shipped as ``powertrain._notebooks`` (``powertrain examples -o DIR``)."""
