@@ -5,6 +5,8 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -66,6 +68,23 @@ if TYPE_CHECKING:  # what type checkers and documentation tools see
     from .twin import Twin
     from .workflow import CaseRun, run_case
     from .workloads import get_workload
+
+
+class _Package(types.ModuleType):
+    """The package, whose functions ``decide`` and ``follow`` share their name with the
+    module defining them: when the import system binds the loaded submodule to the
+    package, the public name keeps meaning the function (as ``from .decide import decide``
+    made it before the names were loaded lazily)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+#: public functions named like their module (pt.report is the callable package itself)
+_SHADOWED = ("decide", "follow")
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -22,20 +22,25 @@ _MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
 
 
 def time_column(columns, name: str | None, power: str, source: str) -> str:
-    """The time target to minimise: ``name``, else ``time_ms``, else the one predicted
-    column besides ``power`` (a column with a ``_std`` partner, e.g. ``epoch_s``)."""
+    """The time target to minimise: ``name``, else the table's ``time_ms`` or ``epoch_s``
+    (optimise.TIME_COLUMNS), else the one predicted column besides ``power`` (a column
+    with a ``_std`` partner, as a model's own target has)."""
+    from ..optimise import TIME_COLUMNS
+
     columns = list(columns)
     if name is not None:
         if name not in columns:
             raise DataError(f"{source}: --time {name}: no such column (has {', '.join(columns)})")
         return name
-    if "time_ms" in columns:
-        return "time_ms"
+    for known in TIME_COLUMNS:
+        if known in columns:
+            return known
     predicted = [c for c in columns if f"{c}_std" in columns and c != power]
     if len(predicted) == 1:
         return predicted[0]
     raise DataError(
-        f"{source}: no time_ms column and no single other predicted column; name the time "
+        f"{source}: no time_ms or epoch_s column and no single other predicted column; name "
+        "the time "
         f"target with --time (columns: {', '.join(columns)})"
     )
 
