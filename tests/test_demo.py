@@ -13,6 +13,7 @@ from powertrain.evaluate import cap_sweep
 pytestmark = pytest.mark.slow
 
 MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+pytestmark = pytest.mark.slow  # every test here runs the whole flow
 
 
 @pytest.fixture(scope="module")

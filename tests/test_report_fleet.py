@@ -50,6 +50,7 @@ def test_example_spec_has_20_cases_on_the_twin():
     assert len({c.case_id for c in cases}) == len(cases)
 
 
+@pytest.mark.slow
 def test_report_pages_and_picks_agree_with_the_estimates(small_report):
     _, out, result = small_report
     assert sorted(result.computed) == [
@@ -95,6 +96,7 @@ def test_report_pages_and_picks_agree_with_the_estimates(small_report):
     assert all(p.exists() for p in result.files)
 
 
+@pytest.mark.slow
 def test_energy_objective_never_costs_more_energy_than_time_objective(small_report):
     _, out, _ = small_report
     t = pd.read_csv(out / "cases" / "orin-agx_mobilenetv3_bs16_time" / "picks.csv")
@@ -105,6 +107,7 @@ def test_energy_objective_never_costs_more_energy_than_time_objective(small_repo
     assert (t.loc[ok, "epoch_s"] <= e.loc[ok, "epoch_s"] + 1e-9).all()
 
 
+@pytest.mark.slow
 def test_existing_folder_refused_then_overwritten(small_report, tmp_path):
     spec, out, _ = small_report
     with pytest.raises(ReportError, match="exists.*--overwrite"):
@@ -117,6 +120,7 @@ def test_existing_folder_refused_then_overwritten(small_report, tmp_path):
     assert (other / "notes.txt").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_interrupted_report_resumes_without_redoing_finished_cases(small_report, tmp_path):
     spec, out, _ = small_report
     copy = tmp_path / "copy"
@@ -139,6 +143,7 @@ def test_interrupted_report_resumes_without_redoing_finished_cases(small_report,
     assert (copy / "index.html").exists()
 
 
+@pytest.mark.slow
 def test_cli_report_lists_every_file_it_wrote(tmp_path, capsys):
     spec = tmp_path / "one.toml"
     spec.write_text(SMALL.replace('["time", "energy"]', '["time"]'))
@@ -209,6 +214,7 @@ def test_dead_dask_address_fails_fast_with_a_clear_error():
     assert time.monotonic() - t0 < 60  # not a hang
 
 
+@pytest.mark.slow
 def test_report_runs_on_a_dask_local_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec = tmp_path / "one.toml"
@@ -276,6 +282,7 @@ def test_overwrite_never_deletes_a_folder_this_package_did_not_write(tmp_path, c
     assert (out / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_overwrite_of_our_report_keeps_files_it_did_not_write(small_report, tmp_path):
     import shutil
 
@@ -291,6 +298,7 @@ def test_overwrite_of_our_report_keeps_files_it_did_not_write(small_report, tmp_
     assert (copy / "cases" / "orin-agx_mobilenetv3_bs16_time" / ".done").exists()
 
 
+@pytest.mark.system  # runs a subprocess
 def test_a_hanging_profiling_command_times_out_naming_the_case(tmp_path):
     spec = tmp_path / "hang.toml"
     spec.write_text(
