@@ -16,8 +16,6 @@ from powertrain.report.cases import steps_per_epoch
 from powertrain.report.folder import ReportError, connect
 from powertrain.report.spec import load_spec, parse_spec
 
-pytestmark = pytest.mark.slow
-
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fleet.toml"
 
 SMALL = """title = "small fleet"
@@ -187,6 +185,7 @@ def test_spec_mistakes_name_the_key_and_the_line(tmp_path, edit, message):
     assert str(spec) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_samples_csv_source_and_unreadable_output_folder(tmp_path):
     dev = pt.get_device("orin-agx")
     twin = pt.Twin("orin-agx", "resnet18", seed=0)
@@ -206,6 +205,7 @@ def test_samples_csv_source_and_unreadable_output_folder(tmp_path):
         pt.report(spec, "/proc/powertrain-report", n_jobs=1)
 
 
+@pytest.mark.slow
 def test_dead_dask_address_fails_fast_with_a_clear_error():
     pytest.importorskip("distributed")
     t0 = time.monotonic()
@@ -249,6 +249,7 @@ def _csv_spec(tmp_path: Path) -> Path:
     return spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("device", "edit", "message"),
     [
@@ -324,6 +325,7 @@ def test_a_huge_spec_is_refused_with_an_estimate_unless_confirmed(tmp_path, caps
     assert not (tmp_path / "out").exists()  # refused before touching the folder
 
 
+@pytest.mark.slow
 def test_reference_and_samples_csv_resolve_against_the_spec_folder(tmp_path, monkeypatch):
     (tmp_path / "models" / "mine").mkdir(parents=True)
     _samples_csv(tmp_path)
