@@ -493,23 +493,26 @@ def plot(out: dict, path: str) -> None:
                     a.plot(med.index, med.values, marker="o", label=label)
         res = out.get("baselines", {}).get(wl, {})
         res = res if isinstance(res, dict) else {}
-        for name in ("PT", "RND"):
-            pts = [
-                (k, res[f"{name}@{k}"]["penalty_median"])
-                for k in (10, 25, 50)
-                if f"{name}@{k}" in res
-            ]
-            if pts:
-                a.plot(*zip(*pts), marker="s", ls="--", label=f"{name}@k")
-        if "NN@50" in res:
-            a.scatter([50], [res["NN@50"]["penalty_median"]], marker="^", label="NN@50")
-        if "PT@35+15+obs" in res:
-            a.scatter([50], [res["PT@35+15+obs"]["penalty_median"]], marker="v", label="refined")
+        for name, marker in (
+            ("PT@50", "s"),
+            ("RND@50", "D"),
+            ("NN@50", "^"),
+            ("PT@35+15+obs", "v"),
+            ("ORACLE", "*"),
+        ):
+            if name in res:  # its median at the caps decided here
+                a.scatter([50], [res[name]["at_caps_median"]], marker=marker, label=name)
         a.set_title(wl)
         a.set_xlabel("profiled configurations")
         a.set_ylabel("median time penalty %")
         a.axhline(0, color="k", lw=0.5)
     ax[0, 0].legend(fontsize=7)
+    decided = sorted({r["cap_w"] for r in out.get("per_cap", [])})
+    fig.suptitle(
+        f"active per cap and baselines at {', '.join(f'{c:g}' for c in decided)} W; "
+        "active shared over the whole sweep",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
