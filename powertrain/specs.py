@@ -40,7 +40,10 @@ class DeviceSpec:
     power-gates (bit i set = TPC i off). ``hardware`` holds datasheet facts
     (``gpu_cuda_cores``, ``gpu_tpcs``, ``mem_bus_bits``) the twin derives constants
     from. ``twin`` holds the physical parameters the digital twin simulates the board
-    with (optional; docs/twin.md lists every one).
+    with (optional; docs/twin.md lists every one). ``monotone`` is physics the
+    predictor must respect: per target column, per knob, +1 (the target never falls as
+    the knob rises) or -1 (never rises); ``power_cap`` names a knob that is itself a
+    power limit in watts (a GPU's ``power_limit_w``).
     """
 
     name: str
@@ -59,6 +62,8 @@ class DeviceSpec:
     profiling_grid: dict | None = None
     twin: dict | None = None
     sysfs: dict = field(default_factory=dict)
+    monotone: dict = field(default_factory=dict)
+    power_cap: str | None = None
     extra: dict = field(default_factory=dict)
 
     def knob_tables(self) -> dict[str, tuple[float, ...]]:
@@ -88,6 +93,9 @@ class DeviceSpec:
                 del d[k]
             elif k == "preset_tables":
                 d[k] = {n: list(v) for n, v in d[k].items()}
+        for k in ("monotone", "power_cap"):
+            if not d[k]:
+                del d[k]
         d.update(d.pop("extra"))  # unknown keys were kept at the top level
         return d
 
@@ -216,6 +224,8 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
         profiling_grid=data.get("profiling_grid"),
         twin=data.get("twin"),
         sysfs=dict(data.get("sysfs", {})),
+        monotone=_monotone(data.get("monotone", {}), where),
+        power_cap=data.get("power_cap"),
         extra={k: v for k, v in data.items() if k not in DeviceSpec.__dataclass_fields__},
     )
     if "knobs" in data:  # any device that is not a Jetson: its knobs are data
@@ -263,6 +273,21 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
     return spec
 
 
+def _monotone(data: object, where: str) -> dict[str, dict[str, int]]:
+    """``{"power_w": {"gpu_mhz": 1, ...}, ...}`` with every direction +1 or -1."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: 'monotone' must map target columns to {{knob: +1 or -1}}")
+    out = {}
+    for target, dirs in data.items():
+        if not isinstance(dirs, dict):
+            raise SpecError(f"{where}: monotone.{target} must map knobs to +1 or -1")
+        for knob, sign in dirs.items():
+            if isinstance(sign, bool) or sign not in (1, -1):
+                raise SpecError(f"{where}: monotone.{target}.{knob} must be 1 or -1, got {sign!r}")
+        out[str(target)] = {str(k): int(v) for k, v in dirs.items()}
+    return out
+
+
 #: datasheet facts a spec may give under ``hardware`` (all positive integers)
 HARDWARE_KEYS = {
     "gpu_cuda_cores": "CUDA cores (FP32 lanes) of the GPU",
@@ -298,6 +323,12 @@ def _check_presets(spec: DeviceSpec, where: str) -> None:
     """Every preset names every knob with a value of its table (or of ``preset_tables``),
     and a ``tpc_pg_mask`` only where ``hardware.gpu_tpcs`` says how many TPCs exist."""
     tables = spec.knob_tables()
+    for target, dirs in spec.monotone.items():
+        unknown = [k for k in dirs if k not in (*tables, "batch_size")]
+        if unknown:
+            raise SpecError(f"{where}: monotone.{target} names unknown knob(s) {unknown}")
+    if spec.power_cap is not None and spec.power_cap not in tables:
+        raise SpecError(f"{where}: power_cap {spec.power_cap!r} is not one of the knobs")
     for i, p in enumerate(spec.presets):
         if not isinstance(p, dict):
             raise SpecError(f"{where}: presets[{i}] must be a mapping")

@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import mlp, uncertainty
+from . import mlp, scratch, uncertainty
 
 _TRANSFORMS = ("none", "log")
 _LOSSES = ("auto", "mse", "mape")
@@ -42,6 +42,7 @@ TRANSFER_PARAMS = (
     "transfer_dropout",
     "transfer_cv_folds",
     "transfer_blend",
+    "transfer_scratch",
 )
 
 
@@ -105,9 +106,13 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         (and what inputs that can be zero or negative need).
     random_state: seed for initialisation, dropout, shuffling and the validation split.
     verbose: show a progress bar while training.
+    monotonic_cst: per input, +1 (prediction never falls as it rises), -1 (never
+        rises) or 0 (free); None: no constraint. Held by construction, also after a
+        transfer (sign-constrained network, sign-constrained ridge correction); the
+        name and meaning are scikit-learn's ``HistGradientBoostingRegressor``'s.
     transfer_*: how :meth:`transfer` retrains this estimator on a few samples (layers,
         head_init, epochs, learning_rate, batch_size, body_lr_scale, validation_fraction,
-        dropout, cv_folds, blend); :meth:`transfer` documents each.
+        dropout, cv_folds, blend, scratch); :meth:`transfer` documents each.
     """
 
     def __init__(
@@ -133,6 +138,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         transfer_dropout: float = 0.0,
         transfer_cv_folds: int = 5,
         transfer_blend: bool = True,
+        transfer_scratch: bool = True,
+        monotonic_cst: tuple[int, ...] | None = None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.dropout = dropout
@@ -155,6 +162,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.transfer_dropout = transfer_dropout
         self.transfer_cv_folds = transfer_cv_folds
         self.transfer_blend = transfer_blend
+        self.transfer_scratch = transfer_scratch
+        self.monotonic_cst = monotonic_cst
 
     # ------------------------------------------------------------------ transforms
     def _check_params(self) -> None:
@@ -171,8 +180,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         _check_count("epochs", self.epochs)
         _check_count("batch_size", self.batch_size)
         _check_count("transfer_cv_folds", self.transfer_cv_folds, minimum=0)
-        if not isinstance(self.transfer_blend, (bool, np.bool_)):
-            raise ValueError(f"transfer_blend must be True or False; got {self.transfer_blend!r}")
+        cst = self.monotonic_cst
+        if cst is not None and (
+            np.ndim(cst) != 1 or any(isinstance(c, bool) or c not in (-1, 0, 1) for c in cst)
+        ):
+            raise ValueError(f"monotonic_cst must be None or a list of -1, 0, 1; got {cst!r}")
+        for name in ("transfer_blend", "transfer_scratch"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
 
     def _tx(self, X: np.ndarray) -> np.ndarray:
         if self.input_transform == "log":
@@ -228,7 +243,13 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.y_mean_ = float(yt.mean())
         self.y_scale_ = float(yt.std()) or 1.0
         gen = torch.Generator().manual_seed(_torch_seed(self.random_state))
-        self.net_ = mlp.MLP(X.shape[1], tuple(self.hidden_layer_sizes), float(self.dropout))
+        if self.monotonic_cst is not None and len(self.monotonic_cst) != X.shape[1]:
+            raise ValueError(
+                f"monotonic_cst has {len(self.monotonic_cst)} entries for {X.shape[1]} inputs"
+            )
+        self.net_ = mlp.MLP(
+            X.shape[1], tuple(self.hidden_layer_sizes), float(self.dropout), monotone=self._signs()
+        )
         self.correction_: dict[str, Any] | None = None
         mlp.init_mlp(self.net_, gen)
         # an input that never varied taught the net nothing: start it neutral, so that a
@@ -259,10 +280,13 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
 
         Three steps, each its own method: :meth:`_kfold_errors` (how well this transfer
         and the ridge correction predict rows they did not see), :meth:`_fine_tune` (this
-        estimator's network retrained on all rows), :meth:`_ridge_correction` (the
-        frozen network plus a linear correction). The two models are then averaged with
-        weights inversely proportional to their k-fold squared errors. ``self`` is never
-        modified.
+        estimator's network retrained on all rows), :meth:`_correction` (the
+        frozen network plus a linear correction), and with ``transfer_scratch`` a model
+        of the samples alone (:mod:`~powertrain.predictor.scratch`). The combination of
+        them with the lowest k-fold error is kept (``correction_["choice"]``): the
+        inverse-error blend of the first two unless the samples say otherwise, so a
+        useless reference is dropped and more samples never make the model worse than
+        the samples alone. ``self`` is never modified.
 
         Fine-tuning keeps the reference's input scaling (the hidden features are defined
         on it) and standardises the new targets on their own. ``transfer_layers="head"``
@@ -296,12 +320,13 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             else []
         )
         blend = bool(self.transfer_blend)
-        e_nn, e_rx = self._kfold_errors(X, y, t, folds, settings, blend)
-        correction, cv_mse = None, float(np.mean(e_nn**2)) if folds else 0.0
+        errors = self._kfold_errors(
+            X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch)
+        )
+        correction, cv_mse = None, float(np.mean(errors["nn"] ** 2)) if folds else 0.0
         if blend and folds:
-            weight = _inverse_error_weight(e_nn, e_rx)
-            correction = self._ridge_correction(X, t, weight)
-            cv_mse = float(np.mean((weight * e_nn + (1 - weight) * e_rx) ** 2))
+            choice, weights, cv_mse = scratch.choose_weights(errors)
+            correction = self._correction(X, t, weights, choice)
         new = self._fine_tune(X, y, settings, cv_mse)
         new.correction_ = correction
         return new
@@ -387,41 +412,67 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         _set_dropout(new.net_, float(new.dropout))
         return new
 
+    def _signs(self) -> tuple[int, ...] | None:
+        """The network's per-input signs (None when nothing is constrained)."""
+        cst = self.monotonic_cst
+        return None if cst is None else tuple(int(c) for c in cst)
+
+    def _ridge_signs(self) -> np.ndarray | None:
+        """Signs the ridge correction's coefficients must have: the inputs', and
+        ``1 + c >= 0`` on the frozen network's prediction (so it is not turned over)."""
+        signs = self._signs()
+        return None if signs is None or not any(signs) else np.array([*signs, 0])
+
     def _ridge_features(self, X: np.ndarray) -> np.ndarray:
         """Scaled inputs and the frozen network's prediction (transformed-target units)."""
         xs = self._scale_x(X).astype(np.float64)
         return np.column_stack([xs, self._net_t(self.net_, xs)])
 
     def _kfold_errors(
-        self, X, y, t, folds: list, settings: dict, blend: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Out-of-fold residuals (transformed units) of the fine-tuned net and, with
-        ``blend``, of the ridge correction, on the same folds."""
-        e_nn, e_rx = [], []
+        self, X, y, t, folds: list, settings: dict, blend: bool, from_scratch: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Out-of-fold residuals (transformed units) on the same folds: of the fine-tuned
+        net (``"nn"``), with ``blend`` of the ridge-corrected reference (``"rx"``), and
+        with ``from_scratch`` of the model of the samples alone (``"scratch"``)."""
+        errors: dict[str, list] = {"nn": []}
+        if blend:
+            errors["rx"] = []
+        if from_scratch:
+            errors["scratch"] = []
         feats = self._ridge_features(X) if blend else None
+        xs = self._scale_x(X).astype(np.float64)
         for tr, va in folds:
             m = self._fine_tune(X[tr], y[tr], settings)
-            e_nn.append(t[va] - m._ty(m.predict(X[va])))
-            if feats is not None:
-                coef = _ridge(feats[tr], t[tr] - feats[tr, -1])
-                e_rx.append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
-        empty = np.zeros(0)
-        return (
-            np.concatenate(e_nn) if e_nn else empty,
-            np.concatenate(e_rx) if e_rx else empty,
-        )
+            errors["nn"].append(t[va] - m._ty(m.predict(X[va])))
+            if blend:
+                coef = _ridge(feats[tr], t[tr] - feats[tr, -1], self._ridge_signs())
+                errors["rx"].append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
+            if from_scratch:
+                state = scratch.fit(xs[tr], t[tr], self._signs(), _ridge)
+                errors["scratch"].append(t[va] - scratch.predict(state, xs[va]))
+        return {k: np.concatenate(v) if v else np.zeros(0) for k, v in errors.items()}
 
-    def _ridge_correction(self, X, t, weight: float) -> dict:
-        """The frozen network plus a ridge correction fitted on all rows; kept (and saved)
-        with the transferred estimator, which averages it in with ``weight`` on its own."""
-        feats = self._ridge_features(X)
-        return {
-            "net": copy.deepcopy(self.net_),
-            "coef": _ridge(feats, t - feats[:, -1]),
+    def _correction(self, X, t, weights: dict[str, float], choice: str) -> dict:
+        """What the transferred estimator averages in beside its own network, fitted on
+        all rows: the frozen network plus a ridge correction (when ``weights["rx"]``)
+        and the from-scratch model (when ``weights["scratch"]``); kept and saved."""
+        corr: dict = {
+            "net": None,
+            "coef": None,
+            "scratch": None,
             "ref_y_mean": float(self.y_mean_),
             "ref_y_scale": float(self.y_scale_),
-            "weight": float(weight),
+            "weights": weights,
+            "choice": choice,
         }
+        if weights["rx"] > 0:
+            feats = self._ridge_features(X)
+            corr["net"] = copy.deepcopy(self.net_)
+            corr["coef"] = _ridge(feats, t - feats[:, -1], self._ridge_signs())
+        if weights["scratch"] > 0:
+            xs = self._scale_x(X).astype(np.float64)
+            corr["scratch"] = scratch.fit(xs, t, self._signs(), _ridge)
+        return corr
 
     def _net_t(self, net, xs: np.ndarray, y_mean=None, y_scale=None) -> np.ndarray:
         """``net``'s prediction for scaled inputs, in transformed-target units."""
@@ -492,13 +543,17 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         phi, out = mlp.predict(self.net_, xs)
         z = out.numpy().astype(np.float64)
         corr = getattr(self, "correction_", None)
-        if corr is not None:  # blend with the frozen network + ridge correction
-            f_ref = self._net_t(corr["net"], xs, corr["ref_y_mean"], corr["ref_y_scale"])
-            c = corr["coef"]
-            t_rx = f_ref + xs.astype(np.float64) @ c[:-2] + f_ref * c[-2] + c[-1]
-            t_nn = z * self.y_scale_ + self.y_mean_
-            w = corr["weight"]
-            z = (w * t_nn + (1 - w) * t_rx - self.y_mean_) / self.y_scale_
+        if corr is not None:  # the k-fold choice of fine-tuned, corrected reference, scratch
+            w = corr["weights"]
+            t = w["nn"] * (z * self.y_scale_ + self.y_mean_)
+            if w["rx"] > 0:
+                f_ref = self._net_t(corr["net"], xs, corr["ref_y_mean"], corr["ref_y_scale"])
+                c = corr["coef"]
+                t_rx = f_ref + xs.astype(np.float64) @ c[:-2] + f_ref * c[-2] + c[-1]
+                t = t + w["rx"] * t_rx
+            if w["scratch"] > 0:
+                t = t + w["scratch"] * scratch.predict(corr["scratch"], xs.astype(np.float64))
+            z = (t - self.y_mean_) / self.y_scale_
         var = (
             uncertainty.predictive_var(phi, self.head_cov_, self.noise_var_) if return_std else None
         )
@@ -533,9 +588,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         tensors["head_cov"] = self.head_cov_.clone()
         corr = getattr(self, "correction_", None)
         if corr is not None:
-            for k, v in corr["net"].state_dict().items():
-                tensors[f"correction.net.{k}"] = v.detach().clone()
-            tensors["correction.coef"] = torch.as_tensor(corr["coef"], dtype=torch.float64)
+            if corr["net"] is not None:
+                for k, v in corr["net"].state_dict().items():
+                    tensors[f"correction.net.{k}"] = v.detach().clone()
+                tensors["correction.coef"] = torch.as_tensor(corr["coef"], dtype=torch.float64)
+            if corr["scratch"] is not None:
+                tensors["correction.scratch_coef"] = torch.as_tensor(
+                    corr["scratch"]["coef"], dtype=torch.float64
+                )
         meta = {
             "params": {
                 k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()
@@ -549,7 +609,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             "validation_mape": self.validation_mape_,
         }
         if corr is not None:
-            meta["correction"] = {k: corr[k] for k in ("ref_y_mean", "ref_y_scale", "weight")}
+            meta["correction"] = {
+                k: corr[k] for k in ("ref_y_mean", "ref_y_scale", "weights", "choice")
+            }
+            if corr["scratch"] is not None:
+                meta["correction"]["scratch"] = {
+                    "knots": corr["scratch"]["knots"],
+                    "pairs": corr["scratch"]["pairs"],
+                }
         if getattr(self, "transfer_settings_", None) is not None:
             meta["transfer_settings"] = dict(self.transfer_settings_)
         return tensors, meta
@@ -561,7 +628,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         est = cls(**params)
         est._check_params()
         n_in = int(meta["n_features_in"])
-        est.net_ = mlp.MLP(n_in, est.hidden_layer_sizes, float(est.dropout))
+        if est.monotonic_cst is not None:
+            est.monotonic_cst = tuple(int(c) for c in est.monotonic_cst)
+        est.net_ = mlp.MLP(n_in, est.hidden_layer_sizes, float(est.dropout), monotone=est._signs())
         net_state = {k[4:]: v for k, v in tensors.items() if k.startswith("net.")}
         est.net_.load_state_dict(net_state, strict=True)
         est.net_.eval()
@@ -576,17 +645,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         est.best_epoch_ = int(meta["best_epoch"])
         est.correction_ = None
         if meta.get("correction") is not None:
-            corr: dict[str, Any] = {k: float(v) for k, v in meta["correction"].items()}
-            corr["net"] = mlp.MLP(n_in, est.hidden_layer_sizes, float(est.dropout))
-            pre = "correction.net."
-            corr["net"].load_state_dict(
-                {k[len(pre) :]: v for k, v in tensors.items() if k.startswith(pre)}, strict=True
-            )
-            corr["net"].eval()
-            corr["coef"] = tensors["correction.coef"].numpy().astype(np.float64)
-            if corr["coef"].shape != (n_in + 2,):
-                raise ValueError("correction coefficients do not match the inputs")
-            est.correction_ = corr
+            est.correction_ = _correction_from_state(est, tensors, meta["correction"], n_in)
         ts = meta.get("transfer_settings")
         if ts is not None:
             if not isinstance(ts, dict):
@@ -607,25 +666,79 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
 _RIDGE_ALPHAS = np.logspace(-3, 4, 29)
 
 
-def _ridge(F: np.ndarray, r: np.ndarray) -> np.ndarray:
+def _ridge(F: np.ndarray, r: np.ndarray, signs: np.ndarray | None = None) -> np.ndarray:
     """Ridge of ``r`` on the standardised columns of ``F``, strength by leave-one-out.
 
     Returns coefficients on the raw columns, then the intercept (7 numbers for the
-    Jetson inputs), which is what the model file stores.
+    Jetson inputs), which is what the model file stores. With ``signs`` (+1/-1/0 per
+    column) a coefficient of the wrong sign drops its column and the rest is refitted
+    (an active set), and the last column's coefficient (the frozen network's
+    prediction) may not go below -1: the correction keeps the monotone contract.
     """
-    model = make_pipeline(StandardScaler(), RidgeCV(alphas=_RIDGE_ALPHAS)).fit(F, r)
-    scaler, ridge = model[0], model[1]
-    w = ridge.coef_ / scaler.scale_
-    return np.append(w, float(ridge.intercept_) - float(scaler.mean_ @ w))
+    active = np.ones(F.shape[1], dtype=bool)
+    while True:
+        w = np.zeros(F.shape[1])
+        if active.any():
+            model = make_pipeline(StandardScaler(), RidgeCV(alphas=_RIDGE_ALPHAS))
+            model.fit(F[:, active], r)
+            scaler, ridge = model[0], model[1]
+            w[active] = ridge.coef_ / scaler.scale_
+            intercept = float(ridge.intercept_) - float(scaler.mean_ @ w[active])
+        else:
+            intercept = float(np.mean(r))
+        if signs is None:
+            break
+        wrong = (signs * w < 0) | (np.arange(len(w)) == len(w) - 1) & (w < -1)
+        wrong &= active
+        if not wrong.any():
+            break
+        active &= ~wrong
+    return np.append(w, intercept)
 
 
-def _inverse_error_weight(e_nn: np.ndarray, e_rx: np.ndarray) -> float:
-    """Weight of the fine-tuned net in the blend: inversely proportional to its mean
-    squared k-fold error; a perfect fit on every fold (error 0) gets all the weight."""
-    s_nn, s_rx = float(np.mean(e_nn**2)), float(np.mean(e_rx**2))
-    if s_nn <= 0:
-        return 1.0
-    return s_rx / (s_nn + s_rx) if s_rx > 0 else 0.0
+def _correction_from_state(est: PowerTrainMLP, tensors: dict, raw: dict, n_in: int) -> dict:
+    """A saved correction; files before the scratch model hold one ``weight`` (of the
+    fine-tuned net against the corrected reference)."""
+    if "weights" in raw:
+        weights = {k: float(raw["weights"][k]) for k in ("nn", "rx", "scratch")}
+    else:
+        weights = {"nn": float(raw["weight"]), "rx": 1 - float(raw["weight"]), "scratch": 0.0}
+    corr: dict = {
+        "ref_y_mean": float(raw["ref_y_mean"]),
+        "ref_y_scale": float(raw["ref_y_scale"]),
+        "weights": weights,
+        "choice": str(raw.get("choice", "blend")),
+        "net": None,
+        "coef": None,
+        "scratch": None,
+    }
+    if "correction.coef" in tensors:
+        corr["net"] = mlp.MLP(
+            n_in, est.hidden_layer_sizes, float(est.dropout), monotone=est._signs()
+        )
+        pre = "correction.net."
+        corr["net"].load_state_dict(
+            {k[len(pre) :]: v for k, v in tensors.items() if k.startswith(pre)}, strict=True
+        )
+        corr["net"].eval()
+        corr["coef"] = tensors["correction.coef"].numpy().astype(np.float64)
+        if corr["coef"].shape != (n_in + 2,):
+            raise ValueError("correction coefficients do not match the inputs")
+    elif weights["rx"] > 0:
+        raise ValueError("the correction weighs a reference network the file does not hold")
+    if raw.get("scratch") is not None:
+        state = {
+            "knots": [[float(k) for k in ks] for ks in raw["scratch"]["knots"]],
+            "pairs": [[int(i), int(j)] for i, j in raw["scratch"]["pairs"]],
+        }
+        state["coef"] = tensors["correction.scratch_coef"].numpy().astype(np.float64)
+        n_feat = sum(len(k) + 1 for k in state["knots"]) + len(state["pairs"])
+        if len(state["knots"]) != n_in or state["coef"].shape != (n_feat + 1,):
+            raise ValueError("the from-scratch model does not match the inputs")
+        corr["scratch"] = state
+    elif weights["scratch"] > 0:
+        raise ValueError("the correction weighs a from-scratch model the file does not hold")
+    return corr
 
 
 def _set_dropout(net: torch.nn.Module, rate: float) -> None:

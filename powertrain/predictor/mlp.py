@@ -19,11 +19,49 @@ from torch import nn
 INFERENCE_CHUNK = 4096
 
 
+class SignedLinear(nn.Linear):
+    """A linear layer whose weights on some inputs have a fixed sign.
+
+    ``signs[j]`` is +1 (weight ``|w|``), -1 (``-|w|``) or 0 (free). With non-negative
+    weights after the first layer and increasing activations, the network's output is
+    non-decreasing in every +1 input and non-increasing in every -1 input, whatever the
+    weights: the monotone contract holds by construction, also after a transfer.
+    """
+
+    def __init__(self, n_in: int, n_out: int, signs: Sequence[int]):
+        super().__init__(n_in, n_out)
+        self.register_buffer("signs", torch.as_tensor(list(signs), dtype=torch.float32))
+
+    def effective_weight(self) -> torch.Tensor:
+        free = self.signs == 0
+        return torch.where(free, self.weight, self.signs * self.weight.abs())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.effective_weight(), self.bias)
+
+
+class ConvexConcaveReLU(nn.Module):
+    """ReLU on the first half of the units, its point reflection ``min(x, 0)`` on the
+    rest: with non-negative weights, ReLU alone can only build convex functions (no
+    saturation, e.g. power flattening at a limit); the concave half restores that."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat([x[..., :half].relu(), x[..., half:].clamp_max(0)], dim=-1)
+
+
+def weight_of(lin: nn.Linear) -> torch.Tensor:
+    """The weight a layer multiplies by (sign constraints applied)."""
+    return lin.effective_weight() if isinstance(lin, SignedLinear) else lin.weight
+
+
 class MLP(nn.Module):
     """Dense ReLU network ``n_in -> hidden... -> 1`` with dropout after the first layers.
 
     ``body`` (every hidden layer) is what transfer learning keeps; ``head`` (the linear
-    output layer) is what it replaces.
+    output layer) is what it replaces. ``monotone`` (one of +1, -1, 0 per input, or None)
+    makes the output monotone in the marked inputs by construction (:class:`SignedLinear`
+    and :class:`ConvexConcaveReLU`).
     """
 
     def __init__(
@@ -32,17 +70,26 @@ class MLP(nn.Module):
         hidden: Sequence[int] = (256, 128, 64),
         dropout: float = 0.1,
         n_dropout: int = 2,
+        monotone: Sequence[int] | None = None,
     ):
         super().__init__()
+        constrained = monotone is not None and any(int(m) != 0 for m in monotone)
+        self.monotone = tuple(int(m) for m in monotone) if constrained else None
         layers: list[nn.Module] = []
         width = n_in
         for i, h in enumerate(hidden):
-            layers += [nn.Linear(width, h), nn.ReLU()]
+            if self.monotone is None:
+                layers += [nn.Linear(width, h), nn.ReLU()]
+            else:
+                signs = self.monotone if i == 0 else (1,) * width
+                layers += [SignedLinear(width, h, signs), ConvexConcaveReLU()]
             if i < n_dropout and dropout > 0:
                 layers.append(nn.Dropout(dropout))
             width = h
         self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(width, 1)
+        self.head = (
+            nn.Linear(width, 1) if self.monotone is None else SignedLinear(width, 1, (1,) * width)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x)).squeeze(-1)
@@ -60,6 +107,15 @@ def init_mlp(net: MLP, generator: torch.Generator) -> None:
             lin.bias.uniform_(-bound, bound, generator=generator)
 
 
+def _activate(h: torch.Tensor, monotone: bool) -> torch.Tensor:
+    if not monotone:
+        return h.relu_()
+    half = h.shape[1] // 2
+    h[:, :half].relu_()
+    h[:, half:].clamp_max_(0)
+    return h
+
+
 @torch.inference_mode()
 def predict(net: MLP, x: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Last hidden activations and output for every row (dropout off).
@@ -71,16 +127,18 @@ def predict(net: MLP, x: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch
     x = torch.as_tensor(x, dtype=torch.float32)
     x = x if x.ndim == 2 else x.reshape(len(x), -1)
     lins = net.linears()
+    weights = [(lin.bias, weight_of(lin).t()) for lin in lins]
+    mono = net.monotone is not None
     feats, outs = [], []
     for chunk in x.split(INFERENCE_CHUNK):
         rows = len(chunk)
         if rows < INFERENCE_CHUNK:
             chunk = torch.cat([chunk, chunk.new_zeros(INFERENCE_CHUNK - rows, chunk.shape[1])])
         h = chunk
-        for lin in lins[:-1]:
-            h = torch.addmm(lin.bias, h, lin.weight.t()).relu_()
+        for bias, wt in weights[:-1]:
+            h = _activate(torch.addmm(bias, h, wt), mono)
         feats.append(h[:rows])
-        outs.append(torch.addmm(lins[-1].bias, h, lins[-1].weight.t())[:rows, 0])
+        outs.append(torch.addmm(weights[-1][0], h, weights[-1][1])[:rows, 0])
     if not outs:
         return torch.empty((0, lins[-1].in_features)), torch.empty(0)
     return torch.cat(feats), torch.cat(outs)

@@ -139,6 +139,7 @@ def save_predictor(model: Any, path: str | Path) -> Path:
             "n_samples": model.n_samples_,
             "info": model.info_,
             "heads": heads,
+            "constraints": getattr(model, "constraints_", {"monotone": {}, "power_cap": None}),
         }
         meta = json.loads(json.dumps(meta))  # hashed as it will be read back
         meta[CONTENT_HASH] = content_sha256(meta)
@@ -418,11 +419,35 @@ def load_predictor(path: str | Path, factory: Callable[..., Any]) -> Any:
         }
         model.n_samples_ = int(meta.get("n_samples", 0))
         model.info_ = dict(meta.get("info", {}))
+        model.constraints_ = _constraints(meta.get("constraints"), meta)
     except ModelFileError:
         raise
     except Exception as e:  # wrong keys, shapes or types inside an otherwise valid file
         raise ModelFileError(f"{path}: inconsistent model ({type(e).__name__}: {e})") from None
     return model
+
+
+def _constraints(raw: Any, meta: dict) -> dict:
+    """The physics a model was built to respect (none in files older than format 3)."""
+    if raw is None:
+        return {"monotone": {}, "power_cap": None}
+    monotone, cap = raw["monotone"], raw["power_cap"]
+    for target, dirs in monotone.items():
+        head = meta["heads"][target]["params"].get("monotonic_cst")
+        if head != [int(dirs.get(c, 0)) for c in meta["inputs"]]:
+            raise ValueError(f"the {target} head's monotonic_cst disagrees with constraints")
+    if cap is not None:
+        if cap["knob"] not in meta["inputs"] or cap["target"] not in meta["targets"]:
+            raise ValueError("constraints.power_cap names a column the model does not have")
+        cap = {
+            "knob": str(cap["knob"]),
+            "target": str(cap["target"]),
+            "max_excess_w": float(cap["max_excess_w"]),
+        }
+    return {
+        "monotone": {t: {k: int(v) for k, v in d.items()} for t, d in monotone.items()},
+        "power_cap": cap,
+    }
 
 
 def pretrained_names() -> list[str]:

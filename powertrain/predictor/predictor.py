@@ -32,7 +32,7 @@ _PREDICT_ROWS = 65_536
 #: what to do about inputs that can be 0 (said when a log transform meets one)
 _LOG_FIX = "use PowerTrainMLP(input_transform='none') for inputs that can be 0"
 #: estimator parameters that fix the network a transfer keeps
-_LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform")
+_LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform", "monotonic_cst")
 
 
 class Predictor(BaseEstimator):
@@ -56,6 +56,12 @@ class Predictor(BaseEstimator):
         then :meth:`fit` is a transfer from it with this ``estimator``'s settings, so
         ``GridSearchCV(Predictor(reference=...), {"estimator__transfer_epochs": ...})``
         tunes a transfer on the samples.
+    monotone: the physics each head must respect by construction, per target
+        ``{knob: +1 or -1}``; ``"device"`` (default): the ``monotone`` map of the device
+        the training table names (a Jetson: power never falls as a clock or the core
+        count rises, time never rises with the GPU or memory clock); None: none. Where
+        the device declares a ``power_cap`` knob, predicted power above that limit by
+        more than the training samples ever went is clipped to it.
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class Predictor(BaseEstimator):
         random_state: int | None = 0,
         progress: bool | None = None,
         reference: str | Path | None = None,
+        monotone: str | dict | None = "device",
     ):
         self.estimator = estimator
         self.inputs = inputs
@@ -74,6 +81,7 @@ class Predictor(BaseEstimator):
         self.random_state = random_state
         self.progress = progress
         self.reference = reference
+        self.monotone = monotone
 
     # ------------------------------------------------------------------ training
     def _head(self, index: int) -> PowerTrainMLP:
@@ -98,9 +106,18 @@ class Predictor(BaseEstimator):
         if base_estimator(self.estimator).input_transform == "log":
             checks.check_log_inputs(df, inputs, source, _LOG_FIX)
         X = df[list(inputs)].to_numpy(dtype=np.float64)
+        device = table_device(df, source) if self.inputs is None else None
+        monotone = _monotone_map(self.monotone, device, inputs, targets)
         t0 = time.perf_counter()
         self.heads_ = {
-            t: self._head(i).fit(X, df[t].to_numpy(dtype=np.float64)) for i, t in enumerate(targets)
+            t: self._head(i)
+            .set_params(monotonic_cst=_signs(monotone.get(t), inputs))
+            .fit(X, df[t].to_numpy(dtype=np.float64))
+            for i, t in enumerate(targets)
+        }
+        self.constraints_ = {
+            "monotone": monotone,
+            "power_cap": _power_cap(device, df, inputs, targets),
         }
         self.inputs_, self.targets_ = inputs, targets
         self.feature_ranges_ = checks.ranges_of(df, inputs)
@@ -167,6 +184,11 @@ class Predictor(BaseEstimator):
         except ValueError as e:  # a setting the estimator refused (epochs=0, layers="")
             raise DataError(f"transfer: {e}") from None
         new.inputs_, new.targets_ = self.inputs_, self.targets_
+        cap = getattr(self, "constraints_", {}).get("power_cap")
+        new.constraints_ = {
+            "monotone": getattr(self, "constraints_", {}).get("monotone", {}),
+            "power_cap": None if cap is None else _cap_from(cap["knob"], cap["target"], df),
+        }
         new.feature_ranges_ = checks.union_ranges(
             self.feature_ranges_, checks.ranges_of(df, self.inputs_)
         )
@@ -199,7 +221,7 @@ class Predictor(BaseEstimator):
         )
         if self.estimator is not None:
             head = next(iter(ref.heads_.values()))
-            layout = {k: head.get_params()[k] for k in _LAYOUT_PARAMS}
+            layout = {k: head.get_params()[k] for k in _LAYOUT_PARAMS[:3]}
             ref.estimator = clone(self.estimator).set_params(**layout)
         new = ref.transfer(samples, random_state=self.random_state, source=source)
         for name in ("heads_", "inputs_", "targets_", "feature_ranges_", "n_samples_", "info_"):
@@ -268,15 +290,22 @@ class Predictor(BaseEstimator):
         X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
         out = frame.copy()
+        cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
         for target in self.targets_:  # a slice at a time: the network's memory stays bounded
             head = self.heads_[target]
             if return_std:
                 parts = [head.predict(X[r], return_std=True) for r in rows]
-                out[target] = np.concatenate([m for m, _ in parts])
-                out[f"{target}_std"] = np.concatenate([s for _, s in parts])
+                mean = np.concatenate([m for m, _ in parts])
+                std = np.concatenate([s for _, s in parts])
             else:
-                out[target] = np.concatenate([head.predict(X[r]) for r in rows])
+                mean = np.concatenate([head.predict(X[r]) for r in rows])
+            if cap is not None and cap["target"] == target:  # physics: at most the limit
+                limit = frame[cap["knob"]].to_numpy(dtype=np.float64)
+                mean = np.minimum(mean, limit + max(cap["max_excess_w"], 0.0))
+            out[target] = mean
+            if return_std:
+                out[f"{target}_std"] = std
         return out
 
     def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:
@@ -339,6 +368,52 @@ def resolve_columns(
             "Predictor(inputs=(...knob columns..., 'batch_size'))"
         ) from None
     return (tuple(CONFIG_COLUMNS) if dev is None else dev.config_columns), targets
+
+
+def _monotone_map(
+    monotone: str | dict | None, device, inputs: Sequence[str], targets: Sequence[str]
+) -> dict[str, dict[str, int]]:
+    """Per target, the knobs with a guaranteed direction that this model reads."""
+    if monotone is None:
+        return {}
+    if isinstance(monotone, str):
+        if monotone != "device":
+            raise DataError(f"monotone must be 'device', None or a dict; got {monotone!r}")
+        spec = {} if device is None else device.spec.monotone
+    elif isinstance(monotone, dict):
+        spec = monotone
+    else:
+        raise DataError(f"monotone must be 'device', None or a dict; got {monotone!r}")
+    out = {}
+    for target, dirs in spec.items():
+        if target not in targets:
+            continue
+        unknown = [k for k in dirs if k not in inputs]
+        if unknown and not isinstance(monotone, str):
+            raise DataError(
+                f"monotone[{target!r}] names {unknown}, not among the inputs {list(inputs)}"
+            )
+        kept = {k: int(v) for k, v in dirs.items() if k in inputs}
+        if kept:
+            out[target] = kept
+    return out
+
+
+def _signs(dirs: dict[str, int] | None, inputs: Sequence[str]) -> tuple[int, ...] | None:
+    return None if not dirs else tuple(int(dirs.get(c, 0)) for c in inputs)
+
+
+def _cap_from(knob: str, target: str, df: pd.DataFrame) -> dict:
+    """How far the samples' power ever went above the power limit they ran under."""
+    excess = df[target].to_numpy(dtype=np.float64) - df[knob].to_numpy(dtype=np.float64)
+    return {"knob": knob, "target": target, "max_excess_w": float(np.max(excess))}
+
+
+def _power_cap(device, df: pd.DataFrame, inputs: Sequence[str], targets: Sequence[str]):
+    knob = None if device is None else device.spec.power_cap
+    if knob is None or knob not in inputs or "power_w" not in targets:
+        return None
+    return _cap_from(knob, "power_w", df)
 
 
 def _other_device(info: dict, samples: pd.DataFrame) -> bool:

@@ -1,0 +1,103 @@
+"""Physics the predictor respects by construction: monotone knobs and power caps."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from synthetic import synthetic_corpus
+
+import powertrain as pt
+from powertrain.predictor import PowerTrainMLP, Predictor
+from powertrain.real_data import load_real_corpus
+
+torch.set_num_threads(1)
+
+SMALL = dict(hidden_layer_sizes=(32, 16), epochs=60, batch_size=16)
+
+
+def _wavy(n=120, seed=0):
+    """Power-like data that rises with x overall but dips between samples (noise a few
+    samples can carry): an unconstrained net follows the dips."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1, 10, size=(n, 2))
+    y = 6 + x[:, 0] + 4 * np.sin(1.5 * x[:, 0]) + x[:, 1]
+    return x, y
+
+
+def _steps(est, x_free=5.0):
+    grid = np.column_stack([np.linspace(1, 10, 400), np.full(400, x_free)])
+    return np.diff(est.predict(grid))
+
+
+def test_an_unconstrained_net_dips_and_a_monotone_one_cannot():
+    X, y = _wavy()
+    free = PowerTrainMLP(**SMALL).fit(X, y)
+    assert _steps(free).min() < -0.01  # the contract below would catch this net
+    mono = PowerTrainMLP(**SMALL, monotonic_cst=(1, 0)).fit(X, y)
+    assert _steps(mono).min() >= -1e-9
+    down = PowerTrainMLP(**SMALL, monotonic_cst=(-1, 0)).fit(X, y)
+    assert _steps(down).max() <= 1e-9
+
+
+def test_a_transfer_keeps_the_contract_even_on_samples_that_break_it():
+    X, y = _wavy()
+    mono = PowerTrainMLP(**SMALL, monotonic_cst=(1, 0)).fit(X, y)
+    rng = np.random.default_rng(1)
+    Xs = rng.uniform(1, 10, size=(30, 2))
+    ys = 50 - 3 * Xs[:, 0] + Xs[:, 1]  # falls with x: the opposite of the contract
+    new = mono.transfer(Xs, ys)
+    assert new.correction_ is not None
+    assert _steps(new).min() >= -1e-9
+    assert new.correction_["coef"][0] >= 0  # the ridge kept the sign too
+
+
+def test_the_predictor_takes_the_directions_from_the_device_spec():
+    grid = pt.get_device("orin-agx").profiling_grid().sample(300, random_state=0)
+    corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
+    model = Predictor(PowerTrainMLP(**SMALL), progress=False).fit(corpus)
+    inputs = model.inputs_
+    assert model.heads_["power_w"].monotonic_cst == tuple(
+        1 if c in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz") else 0 for c in inputs
+    )
+    assert model.heads_["time_ms"].monotonic_cst == tuple(
+        -1 if c in ("gpu_mhz", "mem_mhz") else 0 for c in inputs
+    )
+    modes = pt.get_device("orin-agx").power_modes().assign(batch_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = model.predict(modes, return_std=False)
+    for knob, target, sign in (("gpu_mhz", "power_w", 1), ("gpu_mhz", "time_ms", -1)):
+        others = [c for c in inputs if c != knob]
+        steps = est.sort_values(knob).groupby(others)[target].diff().dropna()
+        assert (sign * steps >= -1e-6 * est[target].max()).all()
+    plain = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=None).fit(corpus)
+    assert plain.constraints_ == {"monotone": {}, "power_cap": None}
+    assert plain.heads_["power_w"].monotonic_cst is None
+
+
+def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):
+    v100 = load_real_corpus("v100_resnet50-imagenet")
+    model = Predictor(PowerTrainMLP(**SMALL), targets=("epoch_s", "power_w"), progress=False)
+    model.fit(v100)
+    cap = model.constraints_["power_cap"]
+    excess = (v100.power_w - v100.power_limit_w).max()
+    assert cap == {"knob": "power_limit_w", "target": "power_w", "max_excess_w": excess}
+    a40 = load_real_corpus("a40_resnet50-imagenet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        new = model.transfer(a40.sample(10, random_state=0))
+        modes = pt.get_device("a40").power_modes()
+        est = new.predict(modes, batch_size=[64, 128, 256])
+    limit = est.power_limit_w + max(new.constraints_["power_cap"]["max_excess_w"], 0)
+    assert (est.power_w <= limit + 1e-9).all()
+    steps = est.sort_values("power_limit_w").groupby("batch_size").power_w.diff().dropna()
+    assert (steps >= -1e-6).all()
+    new.save(tmp_path / "m")
+    back = Predictor.load(tmp_path / "m")
+    assert back.constraints_ == new.constraints_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = back.predict(modes, batch_size=[64, 128, 256])
+    np.testing.assert_array_equal(again.power_w.to_numpy(), est.power_w.to_numpy())
