@@ -316,10 +316,13 @@ def test_grid_search_tunes_a_transfer(ref, target, tmp_path):
     est = PowerTrainMLP(hidden_layer_sizes=(64, 32, 16), epochs=15, batch_size=64)
     search = GridSearchCV(
         Predictor(est, reference=str(tmp_path / "ref"), progress=False),
-        {"estimator__transfer_epochs": [1, 60]},
+        {"estimator__transfer_epochs": [1, 60], "estimator__transfer_blend": [False]},
         cv=3,
     ).fit(target.sample(45, random_state=0))
-    assert search.best_params_ == {"estimator__transfer_epochs": 60}
+    assert search.best_params_ == {
+        "estimator__transfer_epochs": 60,
+        "estimator__transfer_blend": False,
+    }
     best = search.best_estimator_
     assert best.info_["kind"] == "transferred" and best.info_["transfer"]["epochs"] == 60
 

@@ -43,9 +43,11 @@ FORMAT = "powertrain-predictor"
 #: estimator holds the transfer settings (``transfer_*``) and ``loss`` governs transfers
 #: too (``"auto"``); in 1 and 2 a transfer ignored ``loss``, so it reads as ``"auto"``.
 #: 4: ``content_sha256`` covers the whole of ``model.json``; 1 to 3 are still read, with
-#: a warning that their ``model.json`` cannot be checked for edits
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: a warning that their ``model.json`` cannot be checked for edits. 5: ``constraints``
+#: (monotone heads, a power-cap clip an older reader would skip) and a correction that
+#: weighs three models (``weights``, ``choice``, an optional from-scratch model)
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 #: the first version whose ``model.json`` records the SHA-256 of its own content
 HASHED_VERSION = 4
 #: the field holding the SHA-256 of the rest of ``model.json``
@@ -268,16 +270,29 @@ def _check_values(meta_path: Path, meta: dict) -> None:
         if corr is not None:
             if not isinstance(corr, dict):
                 raise ModelFileError(f"{where}.correction must be a JSON object or null")
-            range_checks: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-                ("ref_y_mean", _finite),
-                ("ref_y_scale", lambda v: _finite(v) and v > 0),
-                ("weight", lambda v: _finite(v) and 0 <= v <= 1),
-            )
-            for key, ok in range_checks:
-                if not ok(corr.get(key)):
-                    raise ModelFileError(
-                        f"{where}.correction.{key} = {corr.get(key)!r} is out of range"
-                    )
+            weights = corr.get("weights")
+            if "weight" in corr or not isinstance(weights, dict):  # before format 5: one
+                weights = {"weight": corr.get("weight")}
+            elif set(weights) != {"nn", "rx", "scratch"} or not all(
+                _finite(w) for w in weights.values()
+            ):
+                raise ModelFileError(f"{where}.correction.weights must be nn, rx, scratch")
+            elif abs(sum(weights.values()) - 1) > 1e-9:
+                raise ModelFileError(f"{where}.correction.weights must sum to 1")
+            values = {
+                "ref_y_mean": corr.get("ref_y_mean"),
+                "ref_y_scale": corr.get("ref_y_scale"),
+                **{f"weights.{k}": w for k, w in weights.items()},
+            }
+            for key, v in values.items():
+                if key == "ref_y_mean":
+                    ok = _finite(v)
+                elif key == "ref_y_scale":
+                    ok = _finite(v) and v > 0
+                else:
+                    ok = _finite(v) and 0 <= v <= 1
+                if not ok:
+                    raise ModelFileError(f"{where}.correction.{key} = {v!r} is out of range")
     for name, rng in meta["feature_ranges"].items():
         valid = isinstance(rng, list) and len(rng) == 2 and all(_finite(v) for v in rng)
         if not valid or rng[0] > rng[1]:
