@@ -1,9 +1,13 @@
 """How fast the predictor trains, transfers and predicts, each beside a same-run reference.
 
 Targets (on 2 CPU cores): reference training <= 60 s, one transfer (both heads)
-<= 3 s, predicting 108,576 configurations (18,096 Orin AGX modes x 6 batch sizes)
-<= 0.5 s. On a shared machine absolute seconds drift, so each figure is printed beside
-a reference measured in the same run on the same rows:
+<= 3 s (<= 0.4 s wanted), predicting 108,576 configurations (18,096 Orin AGX modes x 6
+batch sizes) <= 0.5 s, with the spread <= 1.3x the raw forward. On a Jetson the cores
+are shared with the training job, so every timing runs twice: alone, and beside a
+second busy process (two threads of matrix products, like a training step) -- the
+spread must then stay within 2x its own alone-time. Absolute seconds drift on a shared
+machine, so each figure is printed beside a reference measured in the same run, under
+the same condition, on the same rows:
 
 - training: one epoch of the same two MLPs with a bare torch loop (x epochs);
 - transfer: the same number of full-batch Adam steps, bare torch;
@@ -17,7 +21,9 @@ Writes files only where told: ``--json PATH`` (the figures), ``--out DIR`` (spee
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import subprocess
 import sys
 import time
 import warnings
@@ -31,7 +37,38 @@ from powertrain.predictor import ExtrapolationWarning, PowerTrainMLP, Predictor
 from powertrain.schema import CONFIG_COLUMNS
 
 BATCH_SIZES = (4, 8, 16, 32, 64, 128)
-TARGETS_S = {"reference training": 60.0, "transfer (both heads)": 3.0, "predict 108,576": 0.5}
+#: targets, by row: seconds at most (run alone) ...
+TARGETS_S = {
+    "reference training": 60.0,
+    "transfer (both heads)": 0.4,
+    "predict 108,576": 0.5,
+    "predict 108,576 (no std)": 0.5,
+}
+#: ... and the ratio to the row's same-run reference at most
+TARGETS_RATIO = {"predict 108,576": 1.3, "predict 108,576 busy/alone": 2.0}
+
+
+#: the second process: a training-like job (matrix products on two threads) that never
+#: sleeps, started beside a timing and stopped after it
+_BUSY = (
+    "import torch; torch.set_num_threads(2); a = torch.randn(512, 512)\n"
+    "while True: a = (a @ a).tanh_()"
+)
+
+
+@contextlib.contextmanager
+def busy_neighbour(on: bool):
+    """Run the block beside a busy process (``on``) or alone."""
+    if not on:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", _BUSY])
+    try:
+        time.sleep(2.0)  # let it import torch and start spinning
+        yield
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def _best(fn, repeats: int) -> float:
@@ -111,29 +148,12 @@ def main(argv: list[str] | None = None) -> int:
 
     target = load_corpus("orin-agx_mobilenetv3_bs16")
     samples = target.sample(50, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExtrapolationWarning)
-        t_tl = _best(lambda: ref.transfer(samples), repeats)
-    steps = ref.heads_["time_ms"].epochs  # a transfer runs as many epochs as the reference
-    t_tl_bare = _best(lambda: bare_epochs(45, steps, 45), repeats)
-    rows.append(
-        (
-            "transfer (both heads)",
-            t_tl,
-            t_tl_bare,
-            f"bare torch, {steps} full-batch steps x 2 (transfer runs 1+5 k-fold fits)",
-        )
-    )
-
     modes = pt.get_device("orin-agx").power_modes()
+    steps = ref.heads_["time_ms"].epochs  # a transfer runs as many epochs as the reference
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
         model = ref.transfer(samples)
         est = model.predict(modes, batch_size=list(BATCH_SIZES))  # warm-up
-        t_pred = _best(lambda: model.predict(modes, batch_size=list(BATCH_SIZES)), repeats)
-        t_pred_nostd = _best(
-            lambda: model.predict(modes, batch_size=list(BATCH_SIZES), return_std=False), repeats
-        )
     x = torch.randn(len(est), len(CONFIG_COLUMNS))
     nets = [_plain_mlp().eval(), _plain_mlp().eval()]
 
@@ -142,21 +162,57 @@ def main(argv: list[str] | None = None) -> int:
             for net in nets:
                 net(x)
 
-    t_raw = _best(raw_forward, repeats)
-    rows.append(("predict 108,576", t_pred, t_raw, "raw nn.Sequential forward, 2 MLPs, same rows"))
-    rows.append(("predict 108,576 (no std)", t_pred_nostd, t_raw, "same"))
+    alone_pred = None
+    for busy in (False, True):
+        tag = " + busy" if busy else ""
+        with busy_neighbour(busy), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExtrapolationWarning)
+            t_tl = _best(lambda: ref.transfer(samples), repeats)
+            t_tl_bare = _best(lambda: bare_epochs(45, steps, 45), repeats)
+            t_pred = _best(lambda: model.predict(modes, batch_size=list(BATCH_SIZES)), repeats)
+            t_pred_nostd = _best(
+                lambda: model.predict(modes, batch_size=list(BATCH_SIZES), return_std=False),
+                repeats,
+            )
+            t_raw = _best(raw_forward, repeats)
+        rows.append(
+            (
+                f"transfer (both heads){tag}",
+                t_tl,
+                t_tl_bare,
+                f"bare torch, {steps} full-batch steps x 2 (one fit per head, no k-fold)",
+            )
+        )
+        rows.append((f"predict 108,576{tag}", t_pred, t_raw, "raw nn.Sequential forward, 2 MLPs"))
+        rows.append((f"predict 108,576 (no std){tag}", t_pred_nostd, t_raw, "same"))
+        if busy:
+            rows.append(
+                (
+                    "predict 108,576 busy/alone",
+                    t_pred,
+                    alone_pred,
+                    "the spread's own alone-time (ratio: slowdown from the busy process)",
+                )
+            )
+        alone_pred = t_pred
 
     print(f"\nspeed on {args.threads} torch thread(s); best of {repeats} where repeated")
     head = ("what", "seconds", "reference", "ratio", "target", "meets?", "reference is")
-    print("{:<26} {:>8} {:>10} {:>6} {:>7}  {:<6}  {}".format(*head))
+    print("{:<34} {:>8} {:>10} {:>6} {:>12}  {:<6}  {}".format(*head))
     out = []
     for what, secs, refsecs, note in rows:
-        limit = next((v for k, v in TARGETS_S.items() if what.startswith(k)), None)
-        meets = None if limit is None else secs <= limit
+        limit, rlimit = TARGETS_S.get(what), TARGETS_RATIO.get(what)
+        checks = [ok for ok in (limit and secs <= limit, rlimit and secs / refsecs <= rlimit)]
+        checks = [c for c, lim in zip(checks, (limit, rlimit)) if lim]
+        meets = None if not checks else all(checks)
         flag = "-" if meets is None else ("yes" if meets else "NO")
-        lim = f"{limit:7.1f}" if limit else "      -"
+        lim = (
+            " ".join(t for t in (limit and f"<={limit:g}s", rlimit and f"<={rlimit:g}x") if t)
+            or "-"
+        )
         print(
-            f"{what:<26} {secs:8.3f} {refsecs:10.3f} {secs / refsecs:6.2f} {lim}  {flag:<6}  {note}"
+            f"{what:<34} {secs:8.3f} {refsecs:10.3f} {secs / refsecs:6.2f} {lim:>12}  "
+            f"{flag:<6}  {note}"
         )
         out.append(
             dict(
@@ -165,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 reference_seconds=refsecs,
                 ratio=secs / refsecs,
                 target_seconds=limit,
+                target_ratio=rlimit,
                 meets=meets,
                 reference=note,
             )

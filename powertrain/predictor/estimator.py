@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import mlp, scratch, uncertainty
+from . import ensemble, mlp, scratch, uncertainty
 
 _TRANSFORMS = ("none", "log")
 _LOSSES = ("auto", "mse", "mape")
@@ -320,16 +320,53 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             else []
         )
         blend = bool(self.transfer_blend)
+        states = self._batched_fine_tunes(X, y, folds, settings)
         errors = self._kfold_errors(
-            X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch)
+            X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch), states
         )
         correction, cv_mse = None, float(np.mean(errors["nn"] ** 2)) if folds else 0.0
         if blend and folds:
             choice, weights, cv_mse = scratch.choose_weights(errors)
             correction = self._correction(X, t, weights, choice)
-        new = self._fine_tune(X, y, settings, cv_mse)
+        new = self._fine_tune(X, y, settings, cv_mse, None if states is None else states[-1])
         new.correction_ = correction
         return new
+
+    def _batched_fine_tunes(self, X, y, folds: list, settings: dict) -> list | None:
+        """The fold fine-tunes and the all-rows one trained as one batched network
+        (:mod:`~powertrain.predictor.ensemble`): their state dicts, folds first. None
+        when a setting draws random numbers per fit (a fresh head, dropout, minibatches,
+        a hold-out) or splits the learning rate: those train one after another."""
+        batchable = (
+            settings["head_init"] == "reference"
+            and settings["dropout"] == 0
+            and settings["validation_fraction"] == 0
+            and settings["body_lr_scale"] == 1.0
+            and settings["batch_size"] >= len(X)
+        )
+        if not batchable:
+            return None
+        t = self._ty(y)
+        rows = np.zeros((len(folds) + 1, len(X)), dtype=bool)
+        for i, (tr, _) in enumerate(folds):
+            rows[i, tr] = True
+        rows[-1] = True
+        means = np.array([t[r].mean() for r in rows])
+        scales = np.array([float(t[r].std()) or 1.0 for r in rows])
+        z = (t[None, :] - means[:, None]) / scales[:, None]
+        return ensemble.fine_tune(
+            self.net_,
+            self._scale_x(X),
+            z.astype(np.float32),
+            rows,
+            loss=settings["loss"],
+            y_mean=means,
+            y_scale=scales,
+            log_target=self.target_transform == "log",
+            epochs=settings["epochs"],
+            lr=settings["learning_rate"],
+            layers=settings["layers"],
+        )
 
     def _transfer_settings(self, n_rows: int, cross_device: bool) -> dict:
         """The transfer parameters with their defaults resolved (what a transfer used)."""
@@ -359,7 +396,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             random_state=_torch_seed(self.random_state),  # one seed: folds and the fit
         )
 
-    def _fine_tune(self, X, y, settings: dict, cv_mse: float = 0.0) -> PowerTrainMLP:
+    def _fine_tune(
+        self, X, y, settings: dict, cv_mse: float = 0.0, state: dict | None = None
+    ) -> PowerTrainMLP:
         """This estimator's network, output layer replaced or kept, retrained on ``X, y``.
 
         ``cv_mse`` (transformed-target units) floors the noise term: a fine-tuned net is
@@ -408,6 +447,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             desc="transfer",
             noise_floor=noise_floor,
             validation_fraction=settings["validation_fraction"],
+            trained=state,
         )
         _set_dropout(new.net_, float(new.dropout))
         return new
@@ -429,11 +469,20 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         return np.column_stack([xs, self._net_t(self.net_, xs)])
 
     def _kfold_errors(
-        self, X, y, t, folds: list, settings: dict, blend: bool, from_scratch: bool = False
+        self,
+        X,
+        y,
+        t,
+        folds: list,
+        settings: dict,
+        blend: bool,
+        from_scratch: bool = False,
+        states: list | None = None,
     ) -> dict[str, np.ndarray]:
         """Out-of-fold residuals (transformed units) on the same folds: of the fine-tuned
         net (``"nn"``), with ``blend`` of the ridge-corrected reference (``"rx"``), and
-        with ``from_scratch`` of the model of the samples alone (``"scratch"``)."""
+        with ``from_scratch`` of the model of the samples alone (``"scratch"``).
+        ``states``: the fold fine-tunes already trained (batched), in fold order."""
         errors: dict[str, list] = {"nn": []}
         if blend:
             errors["rx"] = []
@@ -441,8 +490,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             errors["scratch"] = []
         feats = self._ridge_features(X) if blend else None
         xs = self._scale_x(X).astype(np.float64)
-        for tr, va in folds:
-            m = self._fine_tune(X[tr], y[tr], settings)
+        for i, (tr, va) in enumerate(folds):
+            m = self._fine_tune(X[tr], y[tr], settings, state=None if states is None else states[i])
             errors["nn"].append(t[va] - m._ty(m.predict(X[va])))
             if blend:
                 coef = _ridge(feats[tr], t[tr] - feats[tr, -1], self._ridge_signs())
@@ -494,11 +543,23 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         desc,
         noise_floor: float = 0.0,
         validation_fraction: float | None = None,
+        trained: dict | None = None,
     ) -> None:
+        """Train (or, with ``trained``, take those weights as trained), then set the
+        uncertainty, the held-out MAPE and the training record."""
         rng = np.random.default_rng(_torch_seed(self.random_state))
         frac = self.validation_fraction if validation_fraction is None else validation_fraction
         tr, va = self._split(len(X), rng, frac)
         xs, z = self._scale_x(X), self._z(y)
+        if trained is not None:
+            self.net_.load_state_dict(trained)
+            self.net_.eval()
+            info = {"best_epoch": epochs - 1, "history": {"train": [], "val": []}}
+        else:
+            info = self._fit_net(xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc)
+        self._finish(X, y, xs, z, tr, va, info, noise_floor)
+
+    def _fit_net(self, xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc) -> dict:
         info = mlp.train(
             self.net_,
             xs[tr],
@@ -516,6 +577,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         )
         for p in self.net_.parameters():
             p.requires_grad_(True)
+        return info
+
+    def _finish(self, X, y, xs, z, tr, va, info: dict, noise_floor: float) -> None:
         self.best_epoch_ = int(info["best_epoch"])
         self.loss_curve_ = info["history"]["train"]
         self.validation_curve_ = info["history"]["val"]
