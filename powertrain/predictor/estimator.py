@@ -24,6 +24,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import ensemble, mlp, scratch, uncertainty
 
 _TRANSFORMS = ("none", "log")
+#: where a log input transform puts an input of 0 (inputs are knobs: MHz, cores, watts)
+LOG_FLOOR = 1e-3
 _LOSSES = ("auto", "mse", "mape")
 _LAYERS = ("all", "head")
 _HEAD_INIT = ("reference", "fresh")
@@ -191,9 +193,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
 
     def _tx(self, X: np.ndarray) -> np.ndarray:
         if self.input_transform == "log":
-            if np.any(X <= 0):
-                raise ValueError("input_transform='log' needs positive inputs")
-            return np.log(X)
+            if np.any(X < 0):
+                raise ValueError(
+                    "Negative values in data passed to PowerTrainMLP: "
+                    "input_transform='log' needs inputs >= 0"
+                )
+            # scikit-learn's positive_only contract includes 0 (an input at 0 maps to
+            # log(LOG_FLOOR)); the Predictor refuses 0 in a knob before it gets here
+            return np.log(np.maximum(X, LOG_FLOOR))
         return X
 
     def _ty(self, y: np.ndarray) -> np.ndarray:
@@ -640,6 +647,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.positive_only = self.input_transform == "log"
+        tags.target_tags.positive_only = self.target_transform == "log"
         return tags
 
     # ------------------------------------------------------------------ state for model_io

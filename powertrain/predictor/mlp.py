@@ -7,8 +7,9 @@ and the fast inference path are the only torch-specific code; everything above t
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -142,6 +143,18 @@ def predict(net: MLP, x: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch
     if not outs:
         return torch.empty((0, lins[-1].in_features)), torch.empty(0)
     return torch.cat(feats), torch.cat(outs)
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[int]:
+    """torch on one intra-op thread inside the block; yields how many it had (what
+    the caller may use as worker threads instead). Restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield max(1, threads)
+    finally:
+        torch.set_num_threads(threads)
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -22,7 +23,7 @@ from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from ..specs import register_device, registered_devices
-from . import checks
+from . import checks, mlp
 from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator
 
 #: the two heads by default, in the order they are trained and written
@@ -292,14 +293,22 @@ class Predictor(BaseEstimator):
         out = frame.copy()
         cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
-        for target in self.targets_:  # a slice at a time: the network's memory stays bounded
-            head = self.heads_[target]
+        tasks = [(target, i) for target in self.targets_ for i in range(len(rows))]
+
+        def run(task):  # a slice at a time: the network's memory stays bounded
+            head, r = self.heads_[task[0]], rows[task[1]]
+            return head.predict(X[r], return_std=True) if return_std else (head.predict(X[r]), None)
+
+        # the heads and slices run side by side on single-threaded torch: two-thread
+        # products wait for each other at every step, which stalls badly when another
+        # process (on a Jetson, the training job) holds a core
+        with mlp.single_threaded() as workers, ThreadPoolExecutor(workers) as pool:
+            results = dict(zip(tasks, pool.map(run, tasks)))
+        for target in self.targets_:
+            parts = [results[(target, i)] for i in range(len(rows))]
+            mean = np.concatenate([m for m, _ in parts])
             if return_std:
-                parts = [head.predict(X[r], return_std=True) for r in rows]
-                mean = np.concatenate([m for m, _ in parts])
                 std = np.concatenate([s for _, s in parts])
-            else:
-                mean = np.concatenate([head.predict(X[r]) for r in rows])
             if cap is not None and cap["target"] == target:  # physics: at most the limit
                 limit = frame[cap["knob"]].to_numpy(dtype=np.float64)
                 mean = np.minimum(mean, limit + max(cap["max_excess_w"], 0.0))
