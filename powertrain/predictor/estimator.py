@@ -20,6 +20,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 from . import ensemble, mlp, scratch, uncertainty
 
@@ -317,6 +318,12 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         self._check_params()
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False)
+        # tens of rows: every product is too small to share between threads, and shared
+        # threads stall whenever another process holds a core
+        with mlp.single_threaded(), threadpool_limits(limits=1):
+            return self._transfer(X, y, cross_device)
+
+    def _transfer(self, X, y, cross_device: bool) -> PowerTrainMLP:
         settings = self._transfer_settings(len(X), cross_device)
         seed = settings["random_state"]
         t = self._ty(y)
@@ -331,7 +338,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         errors = self._kfold_errors(
             X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch), states
         )
-        correction, cv_mse = None, float(np.mean(errors["nn"] ** 2)) if folds else 0.0
+        correction: dict | None = None
+        cv_mse = float(np.mean(errors["nn"] ** 2)) if folds else 0.0
         if blend and folds:
             choice, weights, cv_mse = scratch.choose_weights(errors)
             correction = self._correction(X, t, weights, choice)
@@ -404,9 +412,17 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         )
 
     def _fine_tune(
-        self, X, y, settings: dict, cv_mse: float = 0.0, state: dict | None = None
+        self,
+        X,
+        y,
+        settings: dict,
+        cv_mse: float = 0.0,
+        state: dict | None = None,
+        finish: bool = True,
     ) -> PowerTrainMLP:
-        """This estimator's network, output layer replaced or kept, retrained on ``X, y``.
+        """This estimator's network, output layer replaced or kept, retrained on ``X, y``
+        (``state``: already trained, batched). ``finish=False`` (a k-fold fit, only
+        asked for predictions) skips the uncertainty.
 
         ``cv_mse`` (transformed-target units) floors the noise term: a fine-tuned net is
         not expected to beat its own k-fold error, nor the reference's held-out error.
@@ -455,6 +471,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             noise_floor=noise_floor,
             validation_fraction=settings["validation_fraction"],
             trained=state,
+            finish=finish,
         )
         _set_dropout(new.net_, float(new.dropout))
         return new
@@ -473,7 +490,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
     def _ridge_features(self, X: np.ndarray) -> np.ndarray:
         """Scaled inputs and the frozen network's prediction (transformed-target units)."""
         xs = self._scale_x(X).astype(np.float64)
-        return np.column_stack([xs, self._net_t(self.net_, xs)])
+        return np.column_stack([xs, self._net_t(self.net_, xs, pad=False)])
 
     def _kfold_errors(
         self,
@@ -498,14 +515,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         feats = self._ridge_features(X) if blend else None
         xs = self._scale_x(X).astype(np.float64)
         for i, (tr, va) in enumerate(folds):
-            m = self._fine_tune(X[tr], y[tr], settings, state=None if states is None else states[i])
-            errors["nn"].append(t[va] - m._ty(m.predict(X[va])))
-            if blend:
+            state = None if states is None else states[i]
+            m = self._fine_tune(X[tr], y[tr], settings, state=state, finish=False)
+            errors["nn"].append(t[va] - m._net_t(m.net_, xs[va], pad=False))
+            if feats is not None:
                 coef = _ridge(feats[tr], t[tr] - feats[tr, -1], self._ridge_signs())
                 errors["rx"].append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
             if from_scratch:
-                state = scratch.fit(xs[tr], t[tr], self._signs(), _ridge)
-                errors["scratch"].append(t[va] - scratch.predict(state, xs[va]))
+                alone = scratch.fit(xs[tr], t[tr], self._signs(), _ridge)
+                errors["scratch"].append(t[va] - scratch.predict(alone, xs[va]))
         return {k: np.concatenate(v) if v else np.zeros(0) for k, v in errors.items()}
 
     def _correction(self, X, t, weights: dict[str, float], choice: str) -> dict:
@@ -530,9 +548,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             corr["scratch"] = scratch.fit(xs, t, self._signs(), _ridge)
         return corr
 
-    def _net_t(self, net, xs: np.ndarray, y_mean=None, y_scale=None) -> np.ndarray:
+    def _net_t(self, net, xs: np.ndarray, y_mean=None, y_scale=None, pad=True) -> np.ndarray:
         """``net``'s prediction for scaled inputs, in transformed-target units."""
-        out = mlp.predict(net, xs)[1].numpy().astype(np.float64)
+        out = mlp.predict(net, xs, pad=pad)[1].numpy().astype(np.float64)
         return out * (self.y_scale_ if y_scale is None else y_scale) + (
             self.y_mean_ if y_mean is None else y_mean
         )
@@ -551,9 +569,10 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         noise_floor: float = 0.0,
         validation_fraction: float | None = None,
         trained: dict | None = None,
+        finish: bool = True,
     ) -> None:
-        """Train (or, with ``trained``, take those weights as trained), then set the
-        uncertainty, the held-out MAPE and the training record."""
+        """Train (or, with ``trained``, take those weights as trained), then (``finish``)
+        set the uncertainty, the held-out MAPE and the training record."""
         rng = np.random.default_rng(_torch_seed(self.random_state))
         frac = self.validation_fraction if validation_fraction is None else validation_fraction
         tr, va = self._split(len(X), rng, frac)
@@ -564,7 +583,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             info = {"best_epoch": epochs - 1, "history": {"train": [], "val": []}}
         else:
             info = self._fit_net(xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc)
-        self._finish(X, y, xs, z, tr, va, info, noise_floor)
+        if finish:
+            self._finish(X, y, xs, z, tr, va, info, noise_floor)
 
     def _fit_net(self, xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc) -> dict:
         info = mlp.train(
@@ -591,7 +611,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         self.loss_curve_ = info["history"]["train"]
         self.validation_curve_ = info["history"]["val"]
         # uncertainty: residuals of the chosen weights, posterior of the output layer
-        phi, out_t = mlp.predict(self.net_, xs)
+        phi, out_t = mlp.predict(self.net_, xs, pad=False)
         out = out_t.numpy()
         resid = z - out
         self.noise_var_ = max(uncertainty.noise_variance(resid[va], resid[tr]), noise_floor)

@@ -33,9 +33,10 @@ class SignedLinear(nn.Linear):
         super().__init__(n_in, n_out)
         self.register_buffer("signs", torch.as_tensor(list(signs), dtype=torch.float32))
 
+    signs: torch.Tensor
+
     def effective_weight(self) -> torch.Tensor:
-        free = self.signs == 0
-        return torch.where(free, self.weight, self.signs * self.weight.abs())
+        return torch.where(self.signs == 0, self.weight, self.signs * self.weight.abs())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(x, self.effective_weight(), self.bias)
@@ -74,8 +75,8 @@ class MLP(nn.Module):
         monotone: Sequence[int] | None = None,
     ):
         super().__init__()
-        constrained = monotone is not None and any(int(m) != 0 for m in monotone)
-        self.monotone = tuple(int(m) for m in monotone) if constrained else None
+        signs = tuple(int(m) for m in monotone) if monotone is not None else ()
+        self.monotone = signs if any(signs) else None
         layers: list[nn.Module] = []
         width = n_in
         for i, h in enumerate(hidden):
@@ -118,12 +119,16 @@ def _activate(h: torch.Tensor, monotone: bool) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def predict(net: MLP, x: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def predict(
+    net: MLP, x: np.ndarray | torch.Tensor, pad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Last hidden activations and output for every row (dropout off).
 
     Why not ``net(x)``: fixed-size chunks of ``addmm`` + in-place ReLU are ~2x faster on
     CPU, and padding the last chunk to the same shape makes every row take the same GEMM
     code path, so a row's prediction has the same bits whatever it is batched with.
+    ``pad=False`` skips the padding for the few rows a transfer evaluates internally
+    (padding 50 rows to a 4096-row chunk was most of a transfer's time).
     """
     x = torch.as_tensor(x, dtype=torch.float32)
     x = x if x.ndim == 2 else x.reshape(len(x), -1)
@@ -133,7 +138,7 @@ def predict(net: MLP, x: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch
     feats, outs = [], []
     for chunk in x.split(INFERENCE_CHUNK):
         rows = len(chunk)
-        if rows < INFERENCE_CHUNK:
+        if pad and rows < INFERENCE_CHUNK:
             chunk = torch.cat([chunk, chunk.new_zeros(INFERENCE_CHUNK - rows, chunk.shape[1])])
         h = chunk
         for bias, wt in weights[:-1]:

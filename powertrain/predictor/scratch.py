@@ -98,7 +98,7 @@ CANDIDATES: tuple[tuple[str, dict | tuple], ...] = (
 def _inverse_error(errors: dict[str, np.ndarray], names: tuple) -> dict[str, float]:
     mse = {n: float(np.mean(errors[n] ** 2)) for n in names}
     if any(v <= 0 for v in mse.values()):  # a perfect model on every fold takes it all
-        best = min(mse, key=mse.get)
+        best = min(mse, key=lambda n: mse[n])
         return {best: 1.0}
     inv = {n: 1.0 / v for n, v in mse.items()}
     total = sum(inv.values())
