@@ -702,14 +702,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             "validation_mape": self.validation_mape_,
         }
         if corr is not None:
-            meta["correction"] = {
+            saved: dict[str, Any] = {
                 k: corr[k] for k in ("ref_y_mean", "ref_y_scale", "weights", "choice")
             }
             if corr["scratch"] is not None:
-                meta["correction"]["scratch"] = {
+                saved["scratch"] = {
                     "knots": corr["scratch"]["knots"],
                     "pairs": corr["scratch"]["pairs"],
                 }
+            meta["correction"] = saved
         if getattr(self, "transfer_settings_", None) is not None:
             meta["transfer_settings"] = dict(self.transfer_settings_)
         return tensors, meta
@@ -820,7 +821,7 @@ def _correction_from_state(est: PowerTrainMLP, tensors: dict, raw: dict, n_in: i
     elif weights["rx"] > 0:
         raise ValueError("the correction weighs a reference network the file does not hold")
     if raw.get("scratch") is not None:
-        state = {
+        state: dict[str, Any] = {
             "knots": [[float(k) for k in ks] for ks in raw["scratch"]["knots"]],
             "pairs": [[int(i), int(j)] for i, j in raw["scratch"]["pairs"]],
         }
