@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         alone_pred = t_pred
 
     print(f"\nspeed on {args.threads} torch thread(s); best of {repeats} where repeated")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     head = ("what", "seconds", "reference", "ratio", "target", "meets?", "reference is")
     print("{:<34} {:>8} {:>10} {:>6} {:>12}  {:<6}  {}".format(*head))
     out = []
