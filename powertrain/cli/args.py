@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1, with a message that names the bad value."""
+def _integer(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1, with a message that names the bad value."""
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
@@ -24,10 +28,7 @@ def positive_int(text: str) -> int:
 
 def nonnegative_int(text: str) -> int:
     """An integer >= 0 (a random seed, a worker count), with a message naming the bad value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} must be >= 0")
     return value
@@ -35,10 +36,7 @@ def nonnegative_int(text: str) -> int:
 
 def job_count(text: str) -> int:
     """joblib's ``n_jobs``: a count >= 1, or -1 for every core (-2: all but one, ...)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     if value == 0:
         raise argparse.ArgumentTypeError(
             "0 jobs cannot run anything: give >= 1, or -1 for all cores"
