@@ -92,14 +92,10 @@ def test_hash_draws_are_uniform_and_normal():
     assert 0.48 < u.mean() < 0.52 and abs(z.mean()) < 0.03 and 0.97 < z.std() < 1.03
 
 
-def test_expected_is_fast_on_the_whole_space(twin):
-    import time
-
+def test_expected_covers_the_whole_space_at_every_batch_size(twin):
     modes = ORIN.power_modes()
-    t = time.perf_counter()
     for b in (4, 8, 16, 32, 64, 128):
         out = twin.expected(modes, batch_size=b)
-    assert time.perf_counter() - t < 3.0  # ~0.3 s here; generous for a loaded CI box
     assert len(out) == 18096 and {"time_ms", "power_w"} <= set(out.columns)
     assert (out.time_ms > 0).all() and (out.power_w > 0).all()
 
