@@ -289,7 +289,7 @@ class _Oracle:
         self.truth = truth
 
     def config_for(self, cap: float):
-        from powertrain.decide import CapPick
+        from powertrain.decision import CapPick
 
         row = pt.fastest_under(self.truth, cap)
         return CapPick(cap, {k: float(row[k]) for k in KEYS}, True, None, None, None, 1.0, "")

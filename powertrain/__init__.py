@@ -5,8 +5,6 @@ power cap (PowerTrain, FGCS 2024; batch-size joint selection after Algorithm 1 o
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -26,14 +24,14 @@ from .errors import (
 _LAZY = {
     "load_r": "batch_efficiency",
     "r_vector": "batch_efficiency",
-    "Decision": "decide",
-    "decide": "decide",
+    "Decision": "decision",
+    "decide": "decision",
     "Device": "devices",
     "get_device": "devices",
     "report": "report",  # the callable package: pt.report(spec, out)
-    "CapController": "follow",
-    "CapSchedule": "follow",
-    "follow": "follow",
+    "CapController": "cap_following",
+    "CapSchedule": "cap_following",
+    "follow": "cap_following",
     "fastest_under": "optimise",
     "pareto_front": "optimise",
     "Predictor": "predictor",
@@ -56,9 +54,9 @@ _LAZY = {
 if TYPE_CHECKING:  # what type checkers and documentation tools see
     from . import report
     from .batch_efficiency import load_r, r_vector
-    from .decide import Decision, decide
+    from .cap_following import CapController, CapSchedule, follow
+    from .decision import Decision, decide
     from .devices import Device, get_device
-    from .follow import CapController, CapSchedule, follow
     from .optimise import fastest_under, pareto_front
     from .predictor import Predictor
     from .profiling.sweep import profile
@@ -68,23 +66,6 @@ if TYPE_CHECKING:  # what type checkers and documentation tools see
     from .twin import Twin
     from .workflow import CaseRun, run_case
     from .workloads import get_workload
-
-
-class _Package(types.ModuleType):
-    """The package, whose functions ``decide`` and ``follow`` share their name with the
-    module defining them: when the import system binds the loaded submodule to the
-    package, the public name keeps meaning the function (as ``from .decide import decide``
-    made it before the names were loaded lazily)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-#: public functions named like their module (pt.report is the callable package itself)
-_SHADOWED = ("decide", "follow")
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ import pytest
 import powertrain as pt
 from powertrain.backends import ReplayBackend
 from powertrain.corpora import load_corpus
-from powertrain.decide import win_probabilities
+from powertrain.decision import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
 pytestmark = pytest.mark.slow
@@ -114,7 +114,7 @@ def test_the_pick_is_measured_under_the_cap_with_its_measured_values(table, refe
     none = d.pick(3.0)  # below every configuration: no pick, and it says why
     assert none.config is None and "no measured configuration fits under 3 W" in none.reason
     with pytest.raises(pt.NoFeasibleModeError, match="3 W"):
-        from powertrain.decide import require_pick
+        from powertrain.decision import require_pick
 
         require_pick(d, 3.0)
 
@@ -297,7 +297,7 @@ def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path,
 def test_an_unmeasured_configuration_is_returned_only_when_accepted():
     """Hand-built state: a measured configuration under the cap, and an unmeasured one
     predicted 20 % faster at 25 +- 1 W under a 30 W cap (a 99.9 % chance of fitting)."""
-    from powertrain.decide import _pick
+    from powertrain.decision import _pick
 
     cands = pd.DataFrame({"power_limit_w": [100.0, 150.0], "batch_size": [32, 32]})
     state = dict(
@@ -324,7 +324,7 @@ def test_an_unmeasured_configuration_is_returned_only_when_accepted():
 
 
 def test_the_cost_is_time_or_energy_to_accuracy_with_an_r_vector():
-    from powertrain.decide import cost_factor
+    from powertrain.decision import cost_factor
 
     cfg = pd.DataFrame({"batch_size": [8, 16]})
     epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [5.0, 7.0]})

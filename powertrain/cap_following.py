@@ -22,7 +22,7 @@ from .errors import DataError, NoFeasibleModeError
 from .schema import check_columns, read_csv
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .decide import CapPick, Decision
+    from .decision import CapPick, Decision
 
 
 class CapSchedule:
@@ -81,7 +81,7 @@ class CapController:
 
     ``estimates``: one row per candidate configuration with its ``config_columns``, the
     ``cost`` minimised, ``power_w``, ``power_w_std`` and ``measured`` (what
-    :class:`~powertrain.decide.Decision` carries). The fastest measured configuration
+    :class:`~powertrain.decision.Decision` carries). The fastest measured configuration
     under the cap wins; without one, the fastest unmeasured one whose predicted power +
     ``k_sigma`` x spread fits (marked unmeasured).
     """
@@ -108,7 +108,7 @@ class CapController:
 
     def config_for(self, power_cap_w: float) -> CapPick:
         """The configuration to run under ``power_cap_w`` (config None: nothing fits)."""
-        from .decide import CapPick
+        from .decision import CapPick
 
         e = self.estimates
         cost = e["cost"].to_numpy(float)
