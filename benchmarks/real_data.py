@@ -39,8 +39,9 @@ import pandas as pd
 from sklearn.ensemble import GradientBoostingRegressor
 
 from powertrain.devices import get_device
-from powertrain.errors import DataError
+from powertrain.errors import DataError, NoFeasibleModeError
 from powertrain.metrics import excess_power, time_penalty_pct
+from powertrain.optimise import fastest_under
 from powertrain.predictor import Predictor
 from powertrain.real_data import (
     corpus_targets,
@@ -50,10 +51,17 @@ from powertrain.real_data import (
     real_folder,
     real_provenance,
 )
+from powertrain.refine import with_observed
 
 KS = (5, 10, 20)
-#: power margins in predicted standard deviations: none, and the 1-sigma margin
-MARGINS = (0.0, 1.0)
+#: how a pick's power is judged against the cap: (guard, margin in predicted sigmas).
+#: "none": the prediction alone (the protocol before the physics guard); "physics": the
+#: measured samples count as measured and no margin goes beyond what the power limit
+#: guarantees (``power_w_max``; :func:`powertrain.optimise.fastest_under`). 1.5 sigma is
+#: the smallest margin of 0.5/1/1.5/2 with no V100 pick over cap + 1 W in a 4-draw
+#: exploration (V100 = tuning for this choice; A40 held out, though its figures were
+#: printed by the same exploration).
+GUARDS = (("none", 0.0), ("physics", 0.0), ("physics", 1.0), ("physics", 1.5))
 
 
 class Corpus:
@@ -207,18 +215,27 @@ def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
         idx = rng.choice(len(df), min(10, len(df) - 1), replace=False)
         model = transfer_heads(ref, df.iloc[idx], d)
         p = model.predict(df[list(inputs)], return_std=True)
-        p_tta, p_eta = p.epoch_s.to_numpy() * epochs, (p.epoch_s * p.power_w).to_numpy() * epochs
-        for cap, k in itertools.product(caps, MARGINS):
+        p_eta = (p.epoch_s * p.power_w).to_numpy() * epochs
+        est = {
+            "none": p.drop(columns="power_w_max", errors="ignore"),
+            "physics": with_observed(p, df.iloc[idx], columns=list(inputs)),
+        }
+        for e in est.values():
+            e["tta"] = e.epoch_s.to_numpy() * epochs
+        for cap, (guard, k) in itertools.product(caps, GUARDS):
             ok_true = df.power_w.to_numpy() <= cap
-            ok_pred = (p.power_w + k * p.power_w_std).to_numpy() <= cap
             if not ok_true.any():
                 continue
             best = np.flatnonzero(ok_true)[np.argmin(tta[ok_true])]
-            row = dict(gpu=gpu, workload=wl, draw=d, cap_w=float(cap), margin_sigma=k)
-            if not ok_pred.any():  # the margin left nothing: no pick (never over the cap)
+            row = dict(
+                gpu=gpu, workload=wl, draw=d, cap_w=float(cap), guard=guard, margin_sigma=k
+            )
+            try:
+                chosen = fastest_under(est[guard], float(cap), k_sigma=k, time="tta")
+            except NoFeasibleModeError:  # the margin left nothing: no pick (never over the cap)
                 rows.append({**row, "penalty_pct": np.nan, "excess_w": np.nan, "no_pick": True})
                 continue
-            pick = np.flatnonzero(ok_pred)[np.argmin(p_tta[ok_pred])]
+            pick = int(chosen.name)  # type: ignore[arg-type]  # est keeps df's RangeIndex
             row.update(
                 penalty_pct=time_penalty_pct(tta[pick], tta[best]),
                 excess_w=float(df.power_w[pick] - cap),
@@ -323,11 +340,13 @@ def main(argv=None) -> dict:
         tt = d[d.cap_w.notna()]
         print(
             "\nDecisions: time to accuracy under power caps from a k=10 transfer (all caps x "
-            "draws); margin 0 = predicted power <= cap, 1 = predicted power + 1 sigma <= cap; "
-            "over_cap_1w = measured power of the pick > cap + 1 W; worst_excess_w = the "
-            "largest measured power above the cap; no_pick = the margin left no configuration"
+            "draws); guard none = predicted power <= cap; guard physics = the 10 samples "
+            "count as measured and the power limit bounds the margin (power_w_max); margin "
+            "k = predicted power + k sigma <= cap; over_cap_1w = measured power of the pick "
+            "> cap + 1 W; worst_excess_w = the largest measured power above the cap; "
+            "no_pick = the margin left no configuration"
         )
-        g = tt.groupby(["gpu", "workload", "margin_sigma"]).agg(
+        g = tt.groupby(["gpu", "workload", "guard", "margin_sigma"]).agg(
             penalty_median=("penalty_pct", "median"),
             penalty_q3=("penalty_pct", lambda x: x.quantile(0.75)),
             over_cap_1w_pct=("excess_w", over_cap_1w_pct),
@@ -335,11 +354,11 @@ def main(argv=None) -> dict:
             no_pick_pct=("no_pick", lambda x: 100 * np.mean(x)),
         )
         fits = tt[tt.get("default_fits", False) == True]  # noqa: E712 (NaN-safe)
-        g["default_over_pick_where_it_fits"] = fits.groupby(["gpu", "workload", "margin_sigma"])[
-            "default_over_pick"
-        ].median()
+        g["default_over_pick_where_it_fits"] = fits.groupby(
+            ["gpu", "workload", "guard", "margin_sigma"]
+        )["default_over_pick"].median()
         print(g.round(2).to_string())
-        overall = tt.groupby("margin_sigma").agg(
+        overall = tt.groupby(["guard", "margin_sigma"]).agg(
             penalty_median=("penalty_pct", "median"),
             picks=("excess_w", "count"),
             over_cap_1w_pct=("excess_w", over_cap_1w_pct),
@@ -348,6 +367,21 @@ def main(argv=None) -> dict:
         )
         print("\nall GPUs and workloads:")
         print(overall.round(2).to_string())
+        per_gpu = tt.groupby(["guard", "margin_sigma", "gpu"]).agg(
+            penalty_median=("penalty_pct", "median"),
+            over_cap_1w_pct=("excess_w", over_cap_1w_pct),
+            worst_excess_w=("excess_w", "max"),
+        )
+        per_gpu["met"] = (
+            (per_gpu.penalty_median <= 1.5)
+            & (per_gpu.over_cap_1w_pct <= 1.0)
+            & (per_gpu.worst_excess_w.fillna(-np.inf) <= 5.0)
+        ).map({True: "yes", False: "no"})
+        print(
+            "\nper GPU (the 1.5-sigma margin was chosen on V100: tuning; A40 held out); "
+            "target: median <= 1.5 %, over cap + 1 W <= 1 %, worst <= 5 W:"
+        )
+        print(per_gpu.round(2).to_string())
         en = d[d.cap_w.isna()]
         print(
             "\nLowest energy to accuracy (no cap): penalty % of the predicted pick; "

@@ -107,7 +107,12 @@ def fastest_under(
 
     ``time`` may name any cost column to minimise (e.g. a time-to-accuracy column); by
     default the table's time column (``time_ms`` per minibatch or ``epoch_s``). With
-    ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Raises
+    ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Where the table
+    has a ``power_w_max`` column (a Predictor on a device with a power-limit knob: the
+    most the hardware lets each row draw), the guarded power never exceeds it: a row
+    whose limit already keeps it under the cap needs no margin, because the hardware
+    guarantees what the model can only estimate. Rows measured on the board (spread 0,
+    :func:`~powertrain.refine.with_observed`) are judged by their measurement. Raises
     :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
     """
     power_cap_w = _number("power_cap_w", power_cap_w, positive=True)
@@ -129,6 +134,9 @@ def fastest_under(
                 "negative; a spread must be >= 0"
             )
         guard = guard + k_sigma * std
+    bound = f"{power}_max"
+    if bound in df.columns:  # the hardware's own limit: no margin needed beyond it
+        guard = np.minimum(guard, df[bound] + margin_w)
     feasible = guard <= power_cap_w
     if not feasible.any():
         raise NoFeasibleModeError(

@@ -91,3 +91,21 @@ def test_the_guarded_pick_is_under_the_cap_for_every_margin():
         for m in (0, 0.5, 2):
             best = pt.fastest_under(est, power_cap_w=30, margin_w=m, k_sigma=k)
             assert best.power_w + m + k * best.power_w_std <= 30
+
+
+def test_a_margin_stops_at_what_the_power_limit_guarantees():
+    # two rows under a 100 W cap by prediction; the faster one is unsure (sigma 20 W), but
+    # its 95 W power limit keeps it under the cap whatever the model's spread says
+    est = pd.DataFrame(
+        {"power_w": [80.0, 90.0], "power_w_std": [1.0, 20.0], "time_ms": [20.0, 10.0]}
+    )
+    assert pt.fastest_under(est, 100, k_sigma=1.5).time_ms == 20.0  # the margin rules it out
+    bounded = est.assign(power_w_max=[300.0, 95.0])
+    assert pt.fastest_under(bounded, 100, k_sigma=1.5).time_ms == 10.0
+    # a limit above the cap guarantees nothing: the margin applies as before
+    assert (
+        pt.fastest_under(est.assign(power_w_max=[300.0, 150.0]), 100, k_sigma=1.5).time_ms == 20.0
+    )
+    # a fixed margin in watts still comes on top of the limit
+    with pytest.raises(NoFeasibleModeError):
+        pt.fastest_under(bounded.iloc[[1]], 100, margin_w=6.0, k_sigma=1.5)

@@ -79,6 +79,7 @@ def test_the_predictor_takes_the_directions_from_the_device_spec():
         assert (sign * steps >= -1e-6 * est[target].max()).all()
     plain = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=None).fit(corpus)
     assert plain.constraints_ == {"monotone": {}, "power_cap": None}
+    assert "power_w_max" not in plain.predict(corpus.head(3)).columns  # no limit knob
     assert plain.heads_["power_w"].monotonic_cst is None
 
 
@@ -97,6 +98,7 @@ def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):
         est = new.predict(modes, batch_size=[64, 128, 256])
     limit = est.power_limit_w + max(new.constraints_["power_cap"]["max_excess_w"], 0)
     assert (est.power_w <= limit + 1e-9).all()
+    np.testing.assert_allclose(est.power_w_max, limit)  # the bound a margin stops at
     steps = est.sort_values("power_limit_w").groupby("batch_size").power_w.diff().dropna()
     assert (steps >= -1e-6).all()
     new.save(tmp_path / "m")

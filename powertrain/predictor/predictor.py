@@ -281,8 +281,12 @@ class Predictor(BaseEstimator):
         ``batch_size``: a column of ``modes``, one size for all rows, or a list of sizes
         (each mode repeated once per size). With ``return_std`` also ``time_ms_std`` and
         ``power_w_std``: a 1-sigma predictive spread (last-layer Laplace plus the
-        model's held-out error) for safety margins. Existing ``time_ms``/``power_w``
-        columns are overwritten. Warns on configurations outside the training ranges.
+        model's held-out error) for safety margins. Where the device has a power-limit
+        knob (its spec's ``power_cap``) also ``power_w_max``: the most the hardware lets
+        the configuration draw (its limit plus the largest excess the samples showed),
+        which a safety margin never needs to exceed (:func:`~powertrain.optimise.fastest_under`).
+        Existing ``time_ms``/``power_w`` columns are overwritten. Warns on
+        configurations outside the training ranges.
         """
         check_is_fitted(self, "heads_")
         frame = checks.config_table(
@@ -309,12 +313,16 @@ class Predictor(BaseEstimator):
             mean = np.concatenate([m for m, _ in parts])
             if return_std:
                 std = np.concatenate([s for _, s in parts])
+            bound = None
             if cap is not None and cap["target"] == target:  # physics: at most the limit
                 limit = frame[cap["knob"]].to_numpy(dtype=np.float64)
-                mean = np.minimum(mean, limit + max(cap["max_excess_w"], 0.0))
+                bound = limit + max(cap["max_excess_w"], 0.0)
+                mean = np.minimum(mean, bound)
             out[target] = mean
             if return_std:
                 out[f"{target}_std"] = std
+            if bound is not None:
+                out[f"{target}_max"] = bound
         return out
 
     def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:
