@@ -227,9 +227,7 @@ def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
             if not ok_true.any():
                 continue
             best = np.flatnonzero(ok_true)[np.argmin(tta[ok_true])]
-            row = dict(
-                gpu=gpu, workload=wl, draw=d, cap_w=float(cap), guard=guard, margin_sigma=k
-            )
+            row = dict(gpu=gpu, workload=wl, draw=d, cap_w=float(cap), guard=guard, margin_sigma=k)
             try:
                 chosen = fastest_under(est[guard], float(cap), k_sigma=k, time="tta")
             except NoFeasibleModeError:  # the margin left nothing: no pick (never over the cap)
