@@ -233,7 +233,7 @@ def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
             except NoFeasibleModeError:  # the margin left nothing: no pick (never over the cap)
                 rows.append({**row, "penalty_pct": np.nan, "excess_w": np.nan, "no_pick": True})
                 continue
-            pick = int(chosen.name)  # type: ignore[arg-type]  # est keeps df's RangeIndex
+            pick = df.index.get_loc(chosen.name)  # est keeps df's RangeIndex
             row.update(
                 penalty_pct=time_penalty_pct(tta[pick], tta[best]),
                 excess_w=float(df.power_w[pick] - cap),

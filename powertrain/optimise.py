@@ -136,7 +136,7 @@ def fastest_under(
         guard = guard + k_sigma * std
     bound = f"{power}_max"
     if bound in df.columns:  # the hardware's own limit: no margin needed beyond it
-        guard = np.minimum(guard, df[bound] + margin_w)
+        guard = guard.clip(upper=df[bound] + margin_w)
     feasible = guard <= power_cap_w
     if not feasible.any():
         raise NoFeasibleModeError(
