@@ -13,7 +13,10 @@ the twin's expected values (``Twin.expected``) as the truth:
 Strategies: PT@50 (transfer of the shipped reference from 50 profiled modes), PT@50+ks
 (the same with a k-sigma power margin), NN@50 (same MLP from scratch), RND@50 (best
 observed among the 50), MAXN, PRESET (the best nvpmodel preset whose budget fits), and
-ORACLE (physics + every learnable deviation of the twin, picking by its own power).
+ORACLE (physics + every learnable deviation of the twin, picking by its own power),
+and ACT@25 / ACT@50 (``pt.decide`` with the board in the loop: one decision over the
+sweep measuring 25 / 50 configurations on a board that replays the twin corpus; the pick
+per cap is the fastest measured configuration under it).
 
 Usage: ``python benchmarks/optimisation.py [--draws 10] [--quick] [--json PATH] [--png PATH]``
 """
@@ -46,10 +49,20 @@ STRATEGIES = (
     "PT@35+15+obs",
     "NN@50",
     "RND@50",
+    "ACT@25",
+    "ACT@50",
     "MAXN",
     "PRESET",
     "ORACLE",
 )
+#: the board in the loop (powertrain.decide): one decision over the whole sweep, on a board
+#: replaying the twin corpus, with N measured configurations (PT@N's board time); the
+#: pick per cap is the fastest *measured* configuration under it
+ACTIVE = {
+    "ACT@25": "pt.decide over the sweep, 25 measured configurations (start 10), "
+    "the fastest measured under each cap",
+    "ACT@50": "the same with 50 (one run: the loop measures the same first 25)",
+}
 #: experimental selection rules, not in the library yet
 EXPERIMENTAL = {
     "PT@50+rr": "among modes predicted within 2 % of the fastest feasible, the lowest "
@@ -277,6 +290,11 @@ def score_workload(
             if "NN@50" in strategies:
                 est = nn_from_scratch(samples, random_state=d, **kw).predict(grid, b)
                 add("NN@50", pick_under(est, caps))
+    active = sorted((s for s in strategies if s in ACTIVE), key=lambda s: int(s.split("@")[1]))
+    if active:
+        for d in range(draws):
+            for name, rows in active_picks(dev, workload, reference, grid, b, caps, d, active):
+                add(name, rows)
     out = {}
     for s, lst in scores.items():
         pen = np.concatenate([x["penalty_pct"] for x in lst])
@@ -290,6 +308,36 @@ def score_workload(
             "per_cap_excess": np.median(np.vstack([x["excess_w"] for x in lst]), axis=0).tolist(),
         }
     return out
+
+
+def active_picks(dev, workload, reference, grid, batch_size, caps, draw, names):
+    """Grid rows picked per cap by ``names`` (``ACT@N``) from one ``pt.decide`` over the
+    sweep with the largest N as budget: ACT@k scores the first k measurements (the loop is
+    deterministic given its seed, so a budget-k run measures exactly those). Where nothing
+    measured fits a cap the lowest-power measured configuration stands in (scored as
+    over the cap), as ``pick_under`` does."""
+    from powertrain.backends import ReplayBackend
+    from powertrain.corpora import load_corpus
+
+    corpus = load_corpus(f"{dev.name}_{workload}_bs{batch_size}")
+    budget = max(int(n.split("@")[1]) for n in names)
+    ref = pt.Predictor.from_pretrained(reference)
+    dec = pt.decide(ReplayBackend(corpus), ref, caps, budget=budget, start=10, seed=draw)
+    ran = dec.measurements[dec.measurements["round"] >= 0].reset_index(drop=True)
+    keys = list(grid.columns)
+    where = ran[keys].round(3).merge(grid.round(3).reset_index(), how="left", on=keys)
+    if where["index"].isna().any():
+        raise DataError("a measured configuration is not in the profiling grid")
+    pos = where["index"].to_numpy(int)
+    for name in names:
+        first = ran.iloc[: int(name.split("@")[1])]
+        power, time_ = first.power_w.to_numpy(), first.time_ms.to_numpy()
+        rows = []
+        for c in caps:
+            fits = np.flatnonzero(power <= c)
+            j = fits[np.argmin(time_[fits])] if fits.size else int(np.argmin(power))
+            rows.append(pos[j])
+        yield name, np.asarray(rows)
 
 
 # ---------------------------------------------------------------------------- main --
@@ -375,6 +423,7 @@ def print_results(results: dict) -> None:
             )
     print("\nExperimental rules: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTAL.items()))
     print("Refinement (library): " + "; ".join(f"{k}: {v}" for k, v in REFINED.items()))
+    print("Board in the loop: " + "; ".join(f"{k}: {v}" for k, v in ACTIVE.items()))
     print(
         "Tuning disclosure: the twin's interaction size was set after looking at PT@50 on all "
         "workloads (docs/twin.md), and the 35/15 refinement split after looking at MobileNetV3 "

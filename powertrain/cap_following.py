@@ -6,6 +6,13 @@ answers every cap: :class:`CapController` returns the configuration for a new ca
 once (the fastest *measured* one under it, else the fastest predicted one whose power
 plus ``k_sigma`` spreads fits), and :func:`follow` applies it through the backend
 between two minibatches, so training carries on without a restart.
+
+A decision shared by many caps measures little under the lowest ones, and a slow pick
+there is paid for the rest of the run. Given a board and the reference, the controller
+re-decides a new cap when its cached answer is unsure (nothing measured fits, or an
+unmeasured configuration is expected to beat the measured pick by more than the
+tolerance): a few measurements, started from everything measured so far. Their
+minibatches are training minibatches, so on a live board the run loses little.
 """
 
 from __future__ import annotations
@@ -87,7 +94,17 @@ class CapController:
     """
 
     def __init__(
-        self, estimates: pd.DataFrame, config_columns: Sequence[str], k_sigma: float = 1.0
+        self,
+        estimates: pd.DataFrame,
+        config_columns: Sequence[str],
+        k_sigma: float = 1.0,
+        *,
+        board: Any = None,
+        reference: Any = None,
+        measurements: pd.DataFrame | None = None,
+        budget: int = 0,
+        tolerance: float | None = None,
+        decide_options: dict | None = None,
     ):
         need = [*config_columns, "cost", "power_w", "measured"]
         self.estimates = check_columns(
@@ -99,16 +116,123 @@ class CapController:
         )
         self.config_columns = tuple(config_columns)
         self.k_sigma = float(k_sigma)
+        if budget and (board is None or reference is None or measurements is None):
+            raise DataError("CapController: re-deciding needs a board, reference and measurements")
+        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0:
+            raise DataError(f"CapController: budget must be >= 0 configurations, got {budget!r}")
+        self.board = board
+        self.reference = reference
+        self.measurements = measurements
+        self.budget = int(budget)
+        from .decision import TOLERANCE
+
+        self.tolerance = TOLERANCE if tolerance is None else float(tolerance)
+        self.decide_options = dict(decide_options or {})
+        #: configurations measured and board seconds spent by re-decisions
+        self.n_measured = 0
+        self.board_s = 0.0
+        #: the caps re-decided, in order, with how many configurations each measured
+        self.redecided: list[tuple[float, int]] = []
+        self._measured: list[pd.DataFrame] = []
 
     @classmethod
-    def from_decision(cls, decision: Decision, k_sigma: float = 1.0) -> CapController:
+    def from_decision(
+        cls,
+        decision: Decision,
+        k_sigma: float = 1.0,
+        *,
+        board: Any = None,
+        reference: Any = None,
+        budget: int = 0,
+        tolerance: float | None = None,
+        **decide_options: Any,
+    ) -> CapController:
+        """The controller for what ``decision`` learned. With ``board``, ``reference`` and a
+        ``budget`` (configurations per re-decision), an unsure cap is re-decided on the
+        board (``decide_options``: passed to :func:`~powertrain.decision.decide`, e.g.
+        ``r``, ``objective``, ``transfer_options``)."""
         if decision.estimates is None:
             raise DataError("this decision carries no estimates to control from")
-        return cls(decision.estimates, decision.model.inputs_, k_sigma=k_sigma)
+        return cls(
+            decision.estimates,
+            decision.model.inputs_,
+            k_sigma=k_sigma,
+            board=board,
+            reference=reference,
+            measurements=decision.measurements,
+            budget=budget,
+            tolerance=tolerance,
+            decide_options=decide_options,
+        )
+
+    def unsure(self, power_cap_w: float) -> bool:
+        """Whether the cached answer for ``power_cap_w`` could be bettered by measuring:
+        nothing measured fits, or an unmeasured configuration's expected relative
+        improvement on the measured pick exceeds the tolerance (the cached spreads; cost
+        taken as log-normal with the time's relative spread)."""
+        from .decision import contest
+
+        e = self.estimates
+        measured = e["measured"].to_numpy(float) > 0
+        cost = e["cost"].to_numpy(float)
+        spread = [c for c in e.columns if c.endswith("_std") and c != "power_w_std"]
+        if not spread or "power_w_std" not in e:
+            return not (measured & (e["power_w"].to_numpy(float) <= power_cap_w)).any()
+        time_col = spread[0][: -len("_std")]
+        rel = e[spread[0]].to_numpy(float) / np.clip(e[time_col].to_numpy(float), 1e-12, None)
+        c = contest(
+            cost,
+            rel * cost,
+            e["power_w"].to_numpy(float),
+            e["power_w_std"].to_numpy(float),
+            measured,
+            np.array([float(power_cap_w)]),
+        )
+        return bool(c.incumbent[0] < 0 or c.improvement[0].max() > self.tolerance)
+
+    def redecide(self, power_cap_w: float) -> int:
+        """Measure up to ``budget`` configurations for ``power_cap_w`` on the board, starting
+        from every measurement so far, and answer from the new estimates from then on.
+        Returns how many configurations it measured."""
+        from .decision import decide
+
+        options = {"tolerance": self.tolerance, **self.decide_options}
+        d = decide(
+            self.board,
+            self.reference,
+            float(power_cap_w),
+            budget=self.budget,
+            candidates=self.estimates[list(self.config_columns)],
+            samples=self.measurements,
+            start=0,
+            **options,
+        )
+        assert d.estimates is not None
+        self.estimates = d.estimates.assign(measured=d.estimates["measured"].astype(float))
+        self.measurements = d.measurements  # earlier rows now carry round -1, "given"
+        self._measured.append(d.measurements[d.measurements["round"] >= 0])
+        self.n_measured += d.n_measured
+        self.board_s += d.board_s
+        self.redecided.append((float(power_cap_w), d.n_measured))
+        return d.n_measured
+
+    def measured(self) -> pd.DataFrame:
+        """Every configuration the re-decisions measured, in order (empty: none)."""
+        if not self._measured:
+            return pd.DataFrame(
+                columns=list(self.measurements.columns) if self.measurements is not None else []
+            )
+        return pd.concat(self._measured, ignore_index=True)
 
     def config_for(self, power_cap_w: float) -> CapPick:
-        """The configuration to run under ``power_cap_w`` (config None: nothing fits)."""
+        """The configuration to run under ``power_cap_w`` (config None: nothing fits);
+        re-decided on the board first when the controller has a budget and the cached
+        answer is unsure (once per cap)."""
         from .decision import CapPick
+
+        done = any(math.isclose(c, power_cap_w) for c, _ in self.redecided)
+        if self.budget and not done and self.unsure(power_cap_w):
+            self.redecide(power_cap_w)
 
         e = self.estimates
         cost = e["cost"].to_numpy(float)
@@ -160,6 +284,9 @@ class FollowResult:
     total_s: float
     minibatches: int
     samples: int
+    #: board seconds and configurations the controller measured while following
+    profiling_s: float = 0.0
+    profiled: int = 0
 
 
 def follow(
@@ -196,14 +323,18 @@ def follow(
     cap = None
     current: dict | None = None
     segments: list[dict] = []
+    start_s = float(getattr(controller, "board_s", 0.0))
+    start_n = int(getattr(controller, "n_measured", 0))
     while done < goal:
         new_cap = schedule(elapsed, n)
         if new_cap != cap:
             cap = new_cap
+            before = getattr(controller, "n_measured", 0)
             pick = controller.config_for(cap)
             if pick.config is None:
                 raise NoFeasibleModeError(f"at {elapsed:.0f} s the cap is {cap:g} W: {pick.reason}")
-            if pick.config != current:
+            # a controller that measured may have measured on this board: apply again
+            if pick.config != current or getattr(controller, "n_measured", 0) != before:
                 if segments:
                     segments[-1]["end_s"] = elapsed
                 current = dict(pick.config)
@@ -226,7 +357,14 @@ def follow(
         n += 1
         done += int(current.get("batch_size", 1)) if per_sample and current else 1
     segments[-1]["end_s"] = elapsed
-    return FollowResult(pd.DataFrame(segments), elapsed, n, _samples(segments))
+    return FollowResult(
+        pd.DataFrame(segments),
+        elapsed,
+        n,
+        _samples(segments),
+        float(getattr(controller, "board_s", 0.0)) - start_s,
+        int(getattr(controller, "n_measured", 0)) - start_n,
+    )
 
 
 def _samples(segments: list[dict]) -> int:

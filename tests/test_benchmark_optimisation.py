@@ -80,3 +80,27 @@ def test_ground_truth_strategies_run_on_the_twin():
     )
     assert set(r) == {"MAXN", "PRESET", "ORACLE", "RND@50"}
     assert r["ORACLE"]["penalty_median"] < 5.0 and r["MAXN"]["al_pct"] >= 50.0
+
+
+def test_the_active_strategy_picks_a_measured_configuration_per_cap():
+    """ACT@k: the fastest of the loop's first k measurements under each cap, as grid rows;
+    the smaller budget's picks come from a prefix of the same measurements."""
+    import powertrain as pt
+
+    dev = pt.get_device("orin-agx")
+    grid = dev.profiling_grid().reset_index(drop=True)
+    caps = np.array([20.0, 35.0])
+    got = dict(
+        opt.active_picks(dev, "lstm", "orin-agx/resnet18", grid, 16, caps, 0, ["ACT@8", "ACT@12"])
+    )
+    assert set(got) == {"ACT@8", "ACT@12"}
+    from powertrain.corpora import load_corpus
+
+    corpus = load_corpus("orin-agx_lstm_bs16").set_index(list(grid.columns))
+    for rows in got.values():
+        assert rows.shape == (2,)
+        seen = corpus.loc[[tuple(r) for r in grid.iloc[rows].to_numpy()]]
+        assert (seen.power_w.to_numpy() <= caps).all()  # measured under each cap
+    small = corpus.loc[[tuple(r) for r in grid.iloc[got["ACT@8"]].to_numpy()]].time_ms.to_numpy()
+    large = corpus.loc[[tuple(r) for r in grid.iloc[got["ACT@12"]].to_numpy()]].time_ms.to_numpy()
+    assert (large <= small).all()  # more measurements never pick a slower measured one

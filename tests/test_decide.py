@@ -173,22 +173,19 @@ def test_the_loop_stops_early_once_no_unmeasured_configuration_can_win(table, re
 
 
 def test_a_stable_pick_stops_the_loop(table, reference):
-    """With confidence out of reach the loop still stops once the picks stop changing."""
+    """With confidence out of reach the loop still stops once the picks stop changing and
+    no challenger is expected to improve on them by more than the tolerance."""
     board = ReplayBackend(table)
-    d = pt.decide(
-        board,
-        reference,
-        30.0,
-        budget=60,
-        start=6,
-        per_round=1,
-        patience=2,
-        confidence=0.999999,
-        seed=0,
-        transfer_options=QUICK,
-    )
+    kw = dict(start=6, per_round=1, patience=2, confidence=0.999999, seed=0)
+    d = pt.decide(board, reference, 30.0, budget=60, tolerance=0.05, transfer_options=QUICK, **kw)
     assert d.stop_reason in ("stable", "exhausted")
     assert d.n_measured < 60
+    # a tolerance no challenger gets under: the same picks stand, yet it goes on measuring
+    strict = pt.decide(
+        ReplayBackend(table), reference, 30.0, budget=d.n_measured + 3, tolerance=0.0,
+        transfer_options=QUICK, **kw,
+    )  # fmt: skip
+    assert strict.stop_reason == "budget" and strict.n_measured == d.n_measured + 3
 
 
 def test_bad_arguments_are_named(table, reference):
@@ -223,6 +220,30 @@ def test_the_controller_switches_configuration_mid_run_on_a_twin_board():
     assert seg.minibatches.sum() == out.minibatches == 400  # no minibatch lost or repeated
     assert seg.start_s.iloc[1] >= switch_at
     assert (est.set_index(KEYS).loc[tuple(lo.config[k] for k in KEYS)].power_w) <= 18.0
+
+
+def test_an_unsure_new_cap_is_re_decided_with_a_few_measurements(table, reference):
+    """A decision made for 40 W measured little at 18 W: the controller measures up to
+    its budget there, answers with a configuration measured under 18 W, and does not
+    measure again for the same cap."""
+    d = pt.decide(ReplayBackend(table), reference, 40.0, budget=6, seed=0, transfer_options=QUICK)
+    board = ReplayBackend(table)
+    ctl = pt.CapController.from_decision(
+        d, board=board, reference=reference, budget=4, transfer_options=QUICK
+    )
+    assert ctl.unsure(18.0)
+    p = ctl.config_for(18.0)
+    assert 1 <= ctl.n_measured <= 4 == board.n_measured or ctl.n_measured == board.n_measured
+    assert ctl.redecided == [(18.0, ctl.n_measured)] and ctl.board_s == board.now()
+    assert p.measured and p.power_w <= 18.0
+    seen = ctl.measurements.set_index(KEYS)
+    assert seen.loc[tuple(p.config[k] for k in KEYS)].power_w <= 18.0
+    assert len(ctl.measured()) == ctl.n_measured
+    before = board.n_measured
+    assert ctl.config_for(18.0).config == p.config and board.n_measured == before
+    cached = pt.CapController.from_decision(d)  # no board: answers from the cache only
+    cached.config_for(18.0)
+    assert cached.n_measured == 0 and cached.redecided == []
 
 
 def test_a_cap_schedule_file_is_checked(tmp_path):
