@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -131,6 +132,28 @@ def test_transfer_is_reproducible_and_mape_loss_works(ref, target):
     err, before = m.score_by_target(target), ref.score_by_target(target)
     assert err["time_ms"] < 15 and err["power_w"] < 7
     assert err["time_ms"] < before["time_ms"] / 2 and err["power_w"] < before["power_w"] / 2
+
+
+def test_heads_transferred_side_by_side_equal_one_at_a_time(ref, target):
+    """With two threads the heads transfer in parallel: the result is the heads' own
+    transfers, and torch's thread count and global random state are left as they were."""
+    s = target.sample(25, random_state=1)
+    X = s[list(ref.inputs_)].to_numpy(dtype=np.float64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        rng = torch.get_rng_state()
+        model = ref.transfer(s)
+        assert torch.get_num_threads() == 2
+        assert torch.equal(torch.get_rng_state(), rng)
+    finally:
+        torch.set_num_threads(threads)
+    for i, t in enumerate(ref.targets_):
+        head = copy.copy(ref.heads_[t]).set_params(random_state=i)
+        alone = head.transfer(X, s[t].to_numpy())
+        got, want = model.heads_[t].predict(X, return_std=True), alone.predict(X, return_std=True)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 def test_uncertainty_grows_away_from_samples(ref, target):

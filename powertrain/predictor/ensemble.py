@@ -54,7 +54,9 @@ class _Layer:
         free = self.mode == "free"
         self.w = self.v if free else torch.empty_like(self.v)  # free: no copy
         self.dw = torch.empty(0) if free else torch.empty_like(self.v)  # d(w used) / d(raw w)
+        self.narrow = inp < out  # the first layer: few inputs, many units
         self.grad_w = torch.empty(0) if free else torch.empty_like(self.v)
+        self.grad_t = torch.empty(members, inp, out) if self.narrow else torch.empty(0)
         self.h = torch.empty(members, rows, out)  # activations (pre-activations of the head)
         self.mask = torch.empty(members, rows, out)  # 1 where they pass, else 0
         self.weights_fresh = False
@@ -74,12 +76,16 @@ class _Layer:
 
     def weight_grad(self, g: torch.Tensor, inputs: torch.Tensor) -> None:
         """Gradients of the raw weights and biases from the output gradient ``g``."""
-        g_t = g.transpose(1, 2)
-        if self.mode == "free":
-            torch.bmm(g_t, inputs, out=self.gv)
+        free = self.mode == "free"
+        if self.narrow:  # inputs^T g: a (5, 256) product runs 5x faster than g^T inputs
+            torch.bmm(inputs.transpose(1, 2), g, out=self.grad_t)
+            grad_w = self.grad_t.transpose(1, 2)
         else:
-            torch.bmm(g_t, inputs, out=self.grad_w)
-            torch.mul(self.grad_w, self.dw, out=self.gv)
+            grad_w = torch.bmm(g.transpose(1, 2), inputs, out=self.gv if free else self.grad_w)
+        if not free:
+            torch.mul(grad_w, self.dw, out=self.gv)
+        elif self.narrow:
+            self.gv.copy_(grad_w)
         torch.sum(g, dim=1, out=self.gb)
 
 
@@ -213,6 +219,28 @@ def _train(
         denom.div_(math.sqrt(1 - _BETA2**step)).add_(_EPS)
         p.addcdiv_(exp_avg, denom, value=-lr / (1 - _BETA1**step))
     return stack
+
+
+@torch.inference_mode()
+def predict(net: mlp.MLP, states: list[dict[str, torch.Tensor]], xs: np.ndarray) -> np.ndarray:
+    """Each member's standardised output on every row of ``xs``: (members, n), in one
+    batched pass (what the k-fold errors need from every fold's fine-tune at once)."""
+    x = torch.as_tensor(xs, dtype=torch.float32).expand(len(states), -1, -1)
+    lins = _named_linears(net)
+    h = x
+    for i, (name, lin) in enumerate(lins):
+        w = torch.stack([s[f"{name}.weight"] for s in states])
+        b = torch.stack([s[f"{name}.bias"] for s in states])
+        if isinstance(lin, mlp.SignedLinear):
+            w = torch.where(lin.signs == 0, w, lin.signs * w.abs())
+        h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+        if i < len(lins) - 1:
+            if net.monotone is None:
+                h = h.relu()
+            else:
+                half = h.shape[-1] // 2
+                h = torch.cat([h[..., :half].relu(), h[..., half:].clamp_max(0)], dim=-1)
+    return h.squeeze(-1).numpy().astype(np.float64)
 
 
 def _named_linears(net: mlp.MLP) -> list[tuple[str, torch.nn.Linear]]:

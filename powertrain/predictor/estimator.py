@@ -312,15 +312,16 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         also sets the uncertainty's noise term (a fine-tuned net's training residuals
         are near zero); 0 skips the k-fold step and the blend.
         """
-        check_is_fitted(self)
-        self._check_params()
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False)
         # tens of rows: every product is too small to share between threads, and shared
         # threads stall whenever another process holds a core
         with mlp.single_threaded(), threadpool_limits(limits=1):
             return self._transfer(X, y, cross_device)
 
     def _transfer(self, X, y, cross_device: bool) -> PowerTrainMLP:
+        """:meth:`transfer` on torch and BLAS as the caller set them (one thread each)."""
+        check_is_fitted(self)
+        self._check_params()
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, reset=False)
         settings = self._transfer_settings(len(X), cross_device)
         seed = settings["random_state"]
         t = self._ty(y)
@@ -349,14 +350,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         (:mod:`~powertrain.predictor.ensemble`): their state dicts, folds first. None
         when a setting draws random numbers per fit (a fresh head, dropout, minibatches,
         a hold-out) or splits the learning rate: those train one after another."""
-        batchable = (
-            settings["head_init"] == "reference"
-            and settings["dropout"] == 0
-            and settings["validation_fraction"] == 0
-            and settings["body_lr_scale"] == 1.0
-            and settings["batch_size"] >= len(X)
-        )
-        if not batchable:
+        if not _batchable(settings, len(X)):
             return None
         t = self._ty(y)
         rows = np.zeros((len(folds) + 1, len(X)), dtype=bool)
@@ -511,10 +505,15 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             errors["scratch"] = []
         feats = self._ridge_features(X) if blend else None
         xs = self._scale_x(X).astype(np.float64)
+        if states is not None and folds:  # every fold's fine-tune on every row at once
+            z_out = ensemble.predict(self.net_, states[: len(folds)], xs)
         for i, (tr, va) in enumerate(folds):
-            state = None if states is None else states[i]
-            m = self._fine_tune(X[tr], y[tr], settings, state=state, finish=False)
-            errors["nn"].append(t[va] - m._net_t(m.net_, xs[va], pad=False))
+            if states is None:
+                m = self._fine_tune(X[tr], y[tr], settings, finish=False)
+                pred = m._net_t(m.net_, xs[va], pad=False)
+            else:  # the fold's own target standardisation, as _fine_tune sets it
+                pred = z_out[i, va] * (float(t[tr].std()) or 1.0) + t[tr].mean()
+            errors["nn"].append(t[va] - pred)
             if feats is not None:
                 coef = _ridge(feats[tr], t[tr] - feats[tr, -1], self._ridge_signs())
                 errors["rx"].append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
@@ -813,6 +812,29 @@ def _ridge_cv(F: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, float]:
     best = int(np.argmin(np.where(np.isnan(mse), np.inf, mse)))
     coef = Vt.T @ (s / (s**2 + _RIDGE_ALPHAS[best]) * Uy) / scale
     return coef, float(r.mean() - mean @ coef)
+
+
+def _batchable(settings: dict, n_rows: int) -> bool:
+    """Whether a transfer's fine-tunes train batched: no random numbers per fit (a
+    fresh head, dropout, minibatches, a hold-out) and one learning rate. Such a
+    transfer also leaves torch's global random state alone (what lets
+    :class:`~powertrain.predictor.Predictor` run its heads side by side)."""
+    return (
+        settings["head_init"] == "reference"
+        and settings["dropout"] == 0
+        and settings["validation_fraction"] == 0
+        and settings["body_lr_scale"] == 1.0
+        and settings["batch_size"] >= n_rows
+    )
+
+
+def transfers_in_parallel(heads: list[PowerTrainMLP], n_rows: int, cross_device: bool) -> bool:
+    """Whether these heads may transfer side by side, one thread each: every one batched
+    (nothing touches torch's global random state; each uses its own buffers)."""
+    try:
+        return all(_batchable(h._transfer_settings(n_rows, cross_device), n_rows) for h in heads)
+    except ValueError:
+        return False  # a bad setting: the head's own transfer says which
 
 
 def _correction_from_state(est: PowerTrainMLP, tensors: dict, raw: dict, n_in: int) -> dict:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from ..devices import table_device
 from ..errors import DataError
@@ -24,7 +25,7 @@ from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
 from ..specs import register_device, registered_devices
 from . import checks, mlp
-from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator
+from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator, transfers_in_parallel
 
 #: the two heads by default, in the order they are trained and written
 TARGETS = TARGET_COLUMNS
@@ -172,18 +173,32 @@ class Predictor(BaseEstimator):
         cross_device = _other_device(self.info_, df)
         t0 = time.perf_counter()
         new = clone(self).set_params(estimator=config if params else self.estimator)
+        settings = {k: v for k, v in config.get_params().items() if k in TRANSFER_PARAMS}
+        heads = [
+            copy.copy(self.heads_[t]).set_params(
+                **settings, random_state=None if seed is None else int(seed) + i
+            )
+            for i, t in enumerate(self.targets_)
+        ]
+
+        def run(i: int) -> PowerTrainMLP:
+            y = df[self.targets_[i]].to_numpy(dtype=np.float64)
+            return heads[i]._transfer(X, y, cross_device)
+
+        # the heads side by side on single-threaded torch and BLAS (as predict): each is
+        # tens of rows, too small to share a product between threads, and threads that
+        # wait for each other at every product stall when another process holds a core
+        side_by_side = transfers_in_parallel(heads, len(X), cross_device)
         try:
-            new.heads_ = {}
-            for i, t in enumerate(self.targets_):
-                head = copy.copy(self.heads_[t]).set_params(
-                    **{k: v for k, v in config.get_params().items() if k in TRANSFER_PARAMS},
-                    random_state=None if seed is None else int(seed) + i,
-                )
-                new.heads_[t] = head.transfer(
-                    X, df[t].to_numpy(dtype=np.float64), cross_device=cross_device
-                )
+            with mlp.single_threaded() as workers, threadpool_limits(limits=1):
+                if side_by_side and workers > 1 and len(heads) > 1:
+                    with ThreadPoolExecutor(min(workers, len(heads))) as pool:
+                        done = list(pool.map(run, range(len(heads))))
+                else:
+                    done = [run(i) for i in range(len(heads))]
         except ValueError as e:  # a setting the estimator refused (epochs=0, layers="")
             raise DataError(f"transfer: {e}") from None
+        new.heads_ = dict(zip(self.targets_, done))
         new.inputs_, new.targets_ = self.inputs_, self.targets_
         cap = getattr(self, "constraints_", {}).get("power_cap")
         new.constraints_ = {
