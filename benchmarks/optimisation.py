@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -479,6 +480,39 @@ def plot(out: dict, path: str) -> None:
         ax[1, j].set_xlabel("power cap (W)")
         ax[1, j].axhline(0, color="k", lw=0.5)
     ax[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plot_board_time(out, str(Path(path).with_name(Path(path).stem + "_board.png")))
+
+
+def profiled_configurations(strategy: str) -> int:
+    """Configurations a strategy measures on the board: the N of ``X@N`` (``PT@35+15``:
+    35 + 15); none for MAXN, PRESET and ORACLE."""
+    if "@" not in strategy:
+        return 0
+    return sum(int(n) for n in strategy.split("@")[1].split("+") if n.isdigit())
+
+
+def plot_board_time(out: dict, path: str) -> None:
+    """Decision quality against board time: each strategy's median time penalty and A/L+1
+    over the sweep at the configurations it profiled, one panel per workload."""
+    import matplotlib.pyplot as plt
+
+    wls = list(out["results"])
+    fig, ax = plt.subplots(1, len(wls), figsize=(4 * len(wls), 3.6), squeeze=False)
+    for j, wl in enumerate(wls):
+        a = ax[0, j]
+        for s, v in out["results"][wl]["strategies"].items():
+            if s in ("MAXN", "PRESET"):
+                continue
+            n = profiled_configurations(s)
+            a.scatter([n], [v["penalty_median"]], marker="o" if s in ACTIVE else "s")
+            a.annotate(f"{s} ({v['al1_pct']:.0f}%)", (n, v["penalty_median"]), fontsize=6)
+        a.set_title(wl)
+        a.set_xlabel("profiled configurations (whole sweep)")
+        a.set_ylabel("median time penalty %")
+        a.axhline(0, color="k", lw=0.5)
+    fig.suptitle("median penalty vs board time; in brackets: A/L+1 %", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 

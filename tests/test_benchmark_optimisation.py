@@ -104,3 +104,10 @@ def test_the_active_strategy_picks_a_measured_configuration_per_cap():
     small = corpus.loc[[tuple(r) for r in grid.iloc[got["ACT@8"]].to_numpy()]].time_ms.to_numpy()
     large = corpus.loc[[tuple(r) for r in grid.iloc[got["ACT@12"]].to_numpy()]].time_ms.to_numpy()
     assert (large <= small).all()  # more measurements never pick a slower measured one
+
+
+def test_profiled_configurations_per_strategy():
+    assert opt.profiled_configurations("PT@50") == 50
+    assert opt.profiled_configurations("PT@35+15+obs") == 50
+    assert opt.profiled_configurations("ACT@25") == 25
+    assert opt.profiled_configurations("ORACLE") == 0
