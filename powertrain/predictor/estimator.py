@@ -546,7 +546,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
 
     def _net_t(self, net, xs: np.ndarray, y_mean=None, y_scale=None, pad=True) -> np.ndarray:
         """``net``'s prediction for scaled inputs, in transformed-target units."""
-        out = mlp.predict(net, xs, pad=pad)[1].numpy().astype(np.float64)
+        out = mlp.predict_with(net, xs, pad=pad)[0].numpy().astype(np.float64)
         return out * (self.y_scale_ if y_scale is None else y_scale) + (
             self.y_mean_ if y_mean is None else y_mean
         )
@@ -627,7 +627,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         xs = self._scale_x(X)
-        phi, out = mlp.predict(self.net_, xs)
+        quad = uncertainty.QuadForm(self.head_cov_) if return_std else None
+        out, q = mlp.predict_with(self.net_, xs, quad)
         z = out.numpy().astype(np.float64)
         corr = getattr(self, "correction_", None)
         if corr is not None:  # the k-fold choice of fine-tuned, corrected reference, scratch
@@ -641,9 +642,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             if w["scratch"] > 0:
                 t = t + w["scratch"] * scratch.predict(corr["scratch"], xs.astype(np.float64))
             z = (t - self.y_mean_) / self.y_scale_
-        var = (
-            uncertainty.predictive_var(phi, self.head_cov_, self.noise_var_) if return_std else None
-        )
+        var = None if q is None else uncertainty.variance_from(q, self.head_cov_, self.noise_var_)
         return z, var
 
     def predict(self, X, return_std: bool = False):

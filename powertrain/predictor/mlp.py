@@ -118,6 +118,10 @@ def _activate(h: torch.Tensor, monotone: bool) -> torch.Tensor:
     return h
 
 
+#: maps a chunk's last hidden activations (rows, width) to one number per row
+RowStat = Callable[[torch.Tensor], torch.Tensor]
+
+
 @torch.inference_mode()
 def predict(
     net: MLP, x: np.ndarray | torch.Tensor, pad: bool = True
@@ -130,24 +134,61 @@ def predict(
     ``pad=False`` skips the padding for the few rows a transfer evaluates internally
     (padding 50 rows to a 4096-row chunk was most of a transfer's time).
     """
+    out, feats, _ = _forward(net, x, pad, keep_features=True)
+    assert feats is not None
+    return feats, out
+
+
+@torch.inference_mode()
+def predict_with(
+    net: MLP, x: np.ndarray | torch.Tensor, per_row: RowStat | None = None, pad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Output for every row and, with ``per_row``, a statistic of each row's last hidden
+    activations (e.g. the spread's quadratic form), computed chunk by chunk while they
+    are in cache instead of from a copy of all of them (28 MB per 108k rows)."""
+    out, _, stat = _forward(net, x, pad, keep_features=False, per_row=per_row)
+    return out, stat
+
+
+def _forward(
+    net: MLP,
+    x: np.ndarray | torch.Tensor,
+    pad: bool,
+    keep_features: bool,
+    per_row: RowStat | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Chunked forward pass into buffers allocated once: output, last hidden activations
+    (``keep_features``) and ``per_row`` of them."""
     x = torch.as_tensor(x, dtype=torch.float32)
     x = x if x.ndim == 2 else x.reshape(len(x), -1)
     lins = net.linears()
     weights = [(lin.bias, weight_of(lin).t()) for lin in lins]
     mono = net.monotone is not None
-    feats, outs = [], []
-    for chunk in x.split(INFERENCE_CHUNK):
+    n = len(x)
+    rows_max = INFERENCE_CHUNK if pad else min(n, INFERENCE_CHUNK)
+    hidden = [torch.empty(rows_max, lin.out_features) for lin in lins[:-1]]
+    head = torch.empty(rows_max, 1)
+    padded = torch.zeros(rows_max, x.shape[1])
+    out = torch.empty(n)
+    feats = torch.empty(n, lins[-1].in_features) if keep_features else None
+    stat = torch.empty(n) if per_row is not None else None
+    for start in range(0, n, INFERENCE_CHUNK):
+        chunk = x[start : start + INFERENCE_CHUNK]
         rows = len(chunk)
         if pad and rows < INFERENCE_CHUNK:
-            chunk = torch.cat([chunk, chunk.new_zeros(INFERENCE_CHUNK - rows, chunk.shape[1])])
+            padded[:rows] = chunk
+            chunk = padded
+        used = len(chunk)
         h = chunk
-        for bias, wt in weights[:-1]:
-            h = _activate(torch.addmm(bias, h, wt), mono)
-        feats.append(h[:rows])
-        outs.append(torch.addmm(weights[-1][0], h, weights[-1][1])[:rows, 0])
-    if not outs:
-        return torch.empty((0, lins[-1].in_features)), torch.empty(0)
-    return torch.cat(feats), torch.cat(outs)
+        for (bias, wt), buf in zip(weights[:-1], hidden):
+            h = _activate(torch.addmm(bias, h, wt, out=buf[:used]), mono)
+        torch.addmm(weights[-1][0], h, weights[-1][1], out=head[:used])
+        out[start : start + rows] = head[:rows, 0]
+        if feats is not None:
+            feats[start : start + rows] = h[:rows]
+        if per_row is not None and stat is not None:
+            stat[start : start + rows] = per_row(h)[:rows]
+    return out, feats, stat
 
 
 @contextlib.contextmanager

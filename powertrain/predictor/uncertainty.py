@@ -30,18 +30,36 @@ def posterior_cov(phi: torch.Tensor, noise_var: float) -> torch.Tensor:
 
 
 def predictive_var(phi: torch.Tensor, cov: torch.Tensor, noise_var: float) -> np.ndarray:
-    """Noise + parameter variance of the (standardised) output for each row of ``phi``.
+    """Noise + parameter variance of the (standardised) output for each row of ``phi``."""
+    return variance_from(QuadForm(cov)(phi), cov, noise_var)
 
-    ``[phi, 1] C [phi, 1]^T`` expanded into blocks and evaluated in float32 with one
-    ``addmm``: a float64 version with the bias column appended took longer than the
-    network itself on 108k rows.
+
+class QuadForm:
+    """``[phi, 1] C [phi, 1]^T`` without its constant term, per row, in float32.
+
+    Expanded into blocks and evaluated with one ``addmm``: a float64 version with the
+    bias column appended took longer than the network itself on 108k rows. Called on
+    one chunk of rows at a time (:func:`~powertrain.predictor.mlp.predict_with`), while
+    the network's activations are still in cache.
     """
-    k = phi.shape[1]
-    c11 = cov[:k, :k].float().contiguous()  # same layout after reload = same bits
-    c12 = cov[:k, k].float()
-    u = torch.addmm(2 * c12, phi, c11)
-    quad = (u * phi).sum(dim=1).double() + float(cov[k, k])
-    return (noise_var + quad.clamp_min(0)).numpy()
+
+    def __init__(self, cov: torch.Tensor):
+        k = cov.shape[0] - 1
+        self.c11 = cov[:k, :k].float().contiguous()  # same layout after reload = same bits
+        self.c12 = 2 * cov[:k, k].float()
+        self._buf = torch.empty(0, k)
+
+    def __call__(self, phi: torch.Tensor) -> torch.Tensor:
+        if self._buf.shape[0] < len(phi):
+            self._buf = torch.empty(len(phi), self.c11.shape[0])
+        u = torch.addmm(self.c12, phi, self.c11, out=self._buf[: len(phi)])
+        return u.mul_(phi).sum(dim=1)
+
+
+def variance_from(quad: torch.Tensor, cov: torch.Tensor, noise_var: float) -> np.ndarray:
+    """Noise + parameter variance from :class:`QuadForm`'s per-row values."""
+    k = cov.shape[0] - 1
+    return (noise_var + (quad.double() + float(cov[k, k])).clamp_min(0)).numpy()
 
 
 def noise_variance(residuals_val: np.ndarray, residuals_train: np.ndarray) -> float:
