@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the figures as JSON here")
     ap.add_argument("--out", help="write speed.csv into this folder")
     args = ap.parse_args(argv)
+    load_start = os.getloadavg()[0]  # other processes' load: these figures are wall time
     torch.set_num_threads(args.threads)
     repeats = 2 if args.quick else 5
     rows = []
@@ -198,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         alone_pred = t_pred
 
     print(f"\nspeed on {args.threads} torch thread(s); best of {repeats} where repeated")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"load average at the start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
+        f"(1-minute; the busy-process runs add to it) on {os.cpu_count()} CPUs"
+    )
     head = ("what", "seconds", "reference", "ratio", "target", "meets?", "reference is")
     print("{:<34} {:>8} {:>10} {:>6} {:>12}  {:<6}  {}".format(*head))
     out = []
@@ -235,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": repeats,
         "rows": out,
         "machine": {"cpus": torch.get_num_threads(), "torch": torch.__version__},
+        "load_average": {"start": load_start, "end": os.getloadavg()[0]},
     }
     if args.out:
         import csv
