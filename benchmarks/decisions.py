@@ -254,18 +254,22 @@ def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
                     if not ok.any():
                         continue
                     board = ReplayBackend(df, seconds_per_config=60.0)
-                    dec = pt.decide(
-                        board,
-                        ref,
-                        float(cap),
-                        budget=budget,
-                        candidates=df[inputs],
-                        r=r[["batch_size", "epochs"]],
-                        seed=d,
-                    )
+                    row = dict(gpu=gpu, workload=wl, draw=d, cap_w=float(cap))
+                    try:
+                        dec = pt.decide(
+                            board,
+                            ref,
+                            float(cap),
+                            budget=budget,
+                            candidates=df[inputs],
+                            r=r[["batch_size", "epochs"]],
+                            seed=d,
+                        )
+                    except DataError as e:  # e.g. the transfer refusing a measured outlier
+                        rows.append({**row, "error": str(e), "n_measured": board.n_measured})
+                        continue
                     p = dec.pick()
                     best = float(tta[ok].min())
-                    row = dict(gpu=gpu, workload=wl, draw=d, cap_w=float(cap))
                     row.update(n_measured=dec.n_measured, stop=dec.stop_reason)
                     if p.config is None:
                         rows.append({**row, "penalty_pct": np.nan, "excess_w": np.nan})
@@ -378,7 +382,7 @@ def schedule(
             "reprofile_lower_bound_h",
         ):
             row[k[:-2] + "_over_oracle_pct"] = 100 * (row[k] / row["oracle_h"] - 1)
-        row.update(_schedule_picks(truth, cached=kept, redecided=again))
+        row.update(_schedule_picks(truth, step_s, cached=kept, redecided=again))
         rows.append(row)
         print(f"  schedule {wl}: {row}", flush=True)
     return rows
@@ -389,18 +393,26 @@ def _credited(ran: pd.DataFrame) -> int:
     return int(np.sum(ran.profile_s * 1e3 / ran.time_ms))
 
 
-def _schedule_picks(truth: pd.DataFrame, **runs) -> dict:
+def _schedule_picks(truth: pd.DataFrame, step_s: float, **runs) -> dict:
     """Per schedule cap, how much slower than the oracle's pick each run's configuration
     is (%, from its segments): what separates the picks from the switching."""
     t = truth.set_index(KEYS)
     out = {}
     for name, run in runs.items():
-        over = {}
-        for _, seg in run.segments.iterrows():
-            best = float(pt.fastest_under(truth, seg.power_cap_w).time_ms)
-            mine = float(t.loc[tuple(seg[k] for k in KEYS)].time_ms)
-            over[float(seg.power_cap_w)] = round(100 * (mine / best - 1), 2)
-        out[f"{name}_pick_over_pct"] = [over.get(float(c), np.nan) for c in SCHEDULE_CAPS]
+        # the configuration in force under each cap: the last one switched to at or before
+        # it (a cap whose pick is the previous one's opens no segment); nan: not reached
+        seg = run.segments
+        over = []
+        for i, c in enumerate(SCHEDULE_CAPS):
+            began = seg[seg.power_cap_w >= c]
+            if began.empty or i * step_s >= seg.end_s.max():
+                over.append(np.nan)
+                continue
+            row = began.iloc[-1]
+            best = float(pt.fastest_under(truth, c).time_ms)
+            mine = float(t.loc[tuple(row[k] for k in KEYS)].time_ms)
+            over.append(round(100 * (mine / best - 1), 2))
+        out[f"{name}_pick_over_pct"] = over
     return out
 
 
@@ -515,6 +527,8 @@ def report(out: dict) -> None:
                     )
     if "real" in out and len(out["real"]):
         rl = pd.DataFrame(out["real"])
+        failed = rl[rl.error.notna()] if "error" in rl else rl.iloc[:0]
+        rl = rl[rl.error.isna()] if "error" in rl else rl
         print(
             f"\n4. Real traces through the replay board (budget 10 per cap, {_draws_run(rl)} draws)"
         )
@@ -524,6 +538,8 @@ def report(out: dict) -> None:
         print(g.round(2).to_string())
         s = _summ(rl)
         print(f"measured per cap: median {rl.n_measured.median():.0f}, max {rl.n_measured.max()}")
+        for (gpu, wl), g in failed.groupby(["gpu", "workload"]):
+            print(f"{gpu} {wl}: {len(g)} decisions refused, left out: {g.error.iloc[0]}")
         lines.append(check("real traces median penalty %", s["penalty_median"], 0.5))
         lines.append(check("real traces picks over cap + 1 W (%)", s["al1_pct"], 0.0))
         lines.append(check("real traces max measured per cap", float(rl.n_measured.max()), 10))
