@@ -579,8 +579,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             info = {"best_epoch": epochs - 1, "history": {"train": [], "val": []}}
         else:
             info = self._fit_net(xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc)
-        if finish:
-            self._finish(X, y, xs, z, tr, va, info, noise_floor)
+        if finish:  # thousands of rows in small chunks: as the training, single-threaded
+            with mlp.single_threaded():
+                self._finish(X, y, xs, z, tr, va, info, noise_floor)
 
     def _fit_net(self, xs, z, tr, va, loss, epochs, lr, batch_size, gen, params, desc) -> dict:
         info = mlp.train(
