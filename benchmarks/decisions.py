@@ -62,6 +62,11 @@ SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
 SECTIONS = ("per-cap", "shared", "baselines", "real", "schedule")
 
 
+def _draw_ids(draws) -> range:
+    """The draws (seeds) to run: ``draws`` of them from 0, or a range of them."""
+    return draws if isinstance(draws, range) else range(int(draws))
+
+
 def reference_for(workload: str) -> str:
     """The shipped reference each twin workload transfers from (ResNet-18 for all but
     itself, which uses MobileNetV3: as benchmarks/optimisation.py)."""
@@ -126,7 +131,7 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFram
         truth = _truth(wl)
         ref = pt.Predictor.from_pretrained(reference_for(wl))
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
-        for d in range(draws):
+        for d in _draw_ids(draws):
             for cap in caps:
                 board = ReplayBackend(corpus)
                 t0 = time.time()
@@ -164,7 +169,7 @@ def twin_shared(
         truth = _truth(wl)
         ref = pt.Predictor.from_pretrained(reference_for(wl))
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
-        for d in range(draws):
+        for d in _draw_ids(draws):
             t0 = time.time()
             dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, start=10, seed=d)
             first.setdefault(wl, dec)
@@ -248,7 +253,7 @@ def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
             tta = df.epoch_s.to_numpy() * df.batch_size.map(r.set_index("batch_size").epochs)
             caps = np.arange(np.ceil(df.power_w.min() / 10) * 10 + 10, df.power_w.max() + 10, 20.0)
             inputs = list(c.inputs)
-            for d in range(draws):
+            for d in _draw_ids(draws):
                 for cap in caps:
                     ok = df.power_w.to_numpy() <= cap
                     if not ok.any():
@@ -283,7 +288,9 @@ def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
                     rows.append(row)
             if partial is not None:
                 partial(rows)
-            print(f"  real {gpu} {wl}: {len(caps)} caps x {draws} draws", flush=True)
+            print(
+                f"  real {gpu} {wl}: {len(caps)} caps x {len(_draw_ids(draws))} draws", flush=True
+            )
     return pd.DataFrame(rows)
 
 
@@ -621,6 +628,12 @@ def plot(out: dict, path: str) -> None:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument(
+        "--first-draw",
+        type=int,
+        default=0,
+        help="seed of the first draw (run more draws of a saved run, then --merge them)",
+    )
     ap.add_argument("--caps", nargs="*", type=float, default=list(CAPS))
     ap.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
     ap.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=SECTIONS)
@@ -667,6 +680,7 @@ def main(argv=None) -> dict:
             plot(out, args.png)
         return out
     caps = optimisation.check_caps(args.caps)
+    ids = range(args.first_draw, args.first_draw + args.draws)
     out: dict = {"draws": args.draws, "caps": caps.tolist(), "workloads": args.workloads}
     t0 = time.time()
 
@@ -680,9 +694,7 @@ def main(argv=None) -> dict:
             out["per_cap"] = rows
             save()
 
-        out["per_cap"] = twin_per_cap(args.workloads, caps, args.draws, partial=partial).to_dict(
-            "records"
-        )
+        out["per_cap"] = twin_per_cap(args.workloads, caps, ids, partial=partial).to_dict("records")
         save()
     shared_first: dict = {}
     if "shared" in args.sections:
@@ -691,7 +703,7 @@ def main(argv=None) -> dict:
             out["shared"] = rows
             save()
 
-        df, shared_first = twin_shared(args.workloads, caps, args.draws, partial=partial_shared)
+        df, shared_first = twin_shared(args.workloads, caps, ids, partial=partial_shared)
         out["shared"] = df.to_dict("records")
         save()
     if "baselines" in args.sections:
@@ -703,7 +715,7 @@ def main(argv=None) -> dict:
             out["real"] = rows
             save()
 
-        out["real"] = real_traces(args.draws, partial=partial_real).to_dict("records")
+        out["real"] = real_traces(ids, partial=partial_real).to_dict("records")
         save()
     if "schedule" in args.sections:
         if not shared_first:  # the schedule follows a shared decision: make one
