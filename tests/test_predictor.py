@@ -108,6 +108,11 @@ def test_transfer_returns_new_model_and_leaves_reference_alone(ref, target):
         assert rates == {ref.estimator.dropout}
     pd.testing.assert_frame_equal(ref.predict(probe), pred_before)
     assert model.info_["kind"] == "transferred" and model.n_samples_ == 30
+    # what each head's transfer kept is on the model card and on predict's result
+    kept = model.info_["transfer"]["choice"]
+    assert set(kept) == {"time_ms", "power_w"}
+    assert model.predict(probe).attrs["transfer_choice"] == kept
+    assert "transfer_choice" not in pred_before.attrs
 
 
 def test_transfer_beats_scratch_with_few_samples(ref, target):

@@ -205,6 +205,11 @@ def test_transfer_chooses_by_k_fold_error_between_reference_and_samples(useful):
     else:  # measured: from scratch, 0.6 % (the corrected useless reference: 5.2 %)
         assert w["scratch"] > 0.5, new.correction_["choice"]
         assert err(new) < 0.5 * err(without) and err(new) < 0.02
+    said = new.transfer_choice()  # what the model card and predict's attrs report
+    assert said is not None and said["choice"] == new.correction_["choice"]
+    assert ("from scratch" in said["weights"]) == (w["scratch"] > 0)
+    assert abs(sum(said["weights"].values()) - 1) < 1e-3
+    assert ref.transfer_choice() is None  # fitted, not transferred
 
 
 @pytest.mark.parametrize("cst", [None, (1, 0, -1)])

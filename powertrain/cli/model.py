@@ -119,9 +119,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         )
     _show_warnings(caught, args)
     model.save(args.out)
+    kept = "; ".join(
+        f"{t}: {c['choice']} ({', '.join(f'{m} {w:.2f}' for m, w in c['weights'].items())})"
+        for t, c in model.info_["transfer"]["choice"].items()
+    )
     done(
         f"transferred {args.reference} with {model.n_samples_} samples in "
-        f"{model.info_['fit_seconds']:.2f} s; wrote {args.out}"
+        f"{model.info_['fit_seconds']:.2f} s (kept by k-fold error: {kept}); wrote {args.out}"
     )
     return 0
 

@@ -623,6 +623,24 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         )
         self.n_features_in_ = X.shape[1]
 
+    def transfer_choice(self) -> dict[str, Any] | None:
+        """What :meth:`transfer` kept, for people: ``{"choice": name, "weights": {model:
+        weight}}`` with the models named as :data:`~powertrain.predictor.scratch.MODEL_NAMES`
+        says; None for an estimator that was fitted, not transferred."""
+        check_is_fitted(self)
+        if getattr(self, "transfer_settings_", None) is None:
+            return None
+        corr = getattr(self, "correction_", None)
+        choice, weights = (
+            ("fine-tuned", {"nn": 1.0}) if corr is None else (corr["choice"], corr["weights"])
+        )
+        return {
+            "choice": str(choice),
+            "weights": {
+                scratch.MODEL_NAMES[k]: round(float(w), 4) for k, w in weights.items() if w > 0
+            },
+        }
+
     # ------------------------------------------------------------------ predict
     def _predict_z(self, X, return_std: bool):
         check_is_fitted(self)

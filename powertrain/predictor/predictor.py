@@ -222,6 +222,7 @@ class Predictor(BaseEstimator):
                 "head_init": used["head_init"],
                 "epochs": used["epochs"],
                 "residual_blend": first.correction_ is not None,
+                "choice": {t: h.transfer_choice() for t, h in new.heads_.items()},
             },
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }
@@ -301,7 +302,10 @@ class Predictor(BaseEstimator):
         the configuration draw (its limit plus the largest excess the samples showed),
         which a safety margin never needs to exceed (:func:`~powertrain.optimise.fastest_under`).
         Existing ``time_ms``/``power_w`` columns are overwritten. Warns on
-        configurations outside the training ranges.
+        configurations outside the training ranges. A transferred predictor's result
+        says what each head's transfer kept in ``.attrs["transfer_choice"]`` (as
+        ``info_["transfer"]["choice"]``: the fine-tuned network, the corrected
+        reference, the samples-only model or a blend, with weights).
         """
         check_is_fitted(self, "heads_")
         frame = checks.config_table(
@@ -338,6 +342,9 @@ class Predictor(BaseEstimator):
                 out[f"{target}_std"] = std
             if bound is not None:
                 out[f"{target}_max"] = bound
+        choice = self.info_.get("transfer", {}).get("choice")
+        if choice is not None:
+            out.attrs["transfer_choice"] = copy.deepcopy(choice)
         return out
 
     def score_by_target(self, samples: pd.DataFrame) -> dict[str, float]:

@@ -96,6 +96,9 @@ def predict(state: dict, xs: np.ndarray) -> np.ndarray:
     return features(state, xs) @ coef[:-1] + coef[-1]
 
 
+#: the models a transfer weighs, by their keys in ``correction_["weights"]``
+MODEL_NAMES = {"nn": "fine-tuned", "rx": "corrected reference", "scratch": "from scratch"}
+
 #: combinations tried, as weights on (fine-tuned net, ridge-corrected reference, scratch);
 #: None: inverse k-fold error weights over the named models
 CANDIDATES: tuple[tuple[str, dict | tuple], ...] = (
