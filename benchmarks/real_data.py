@@ -22,8 +22,12 @@ and targets; transfer: fine-tune all layers + k-fold-weighted ridge blend).
    to accuracy under each cap, from a k = 10 transfer, against the exhaustive optimum of
    the trace and the default (every knob at its largest value, the workload's default
    batch size from the provenance); and the one minimising energy to accuracy.
+4. Beside those prediction-only picks, the board in the loop on the same traces and caps
+   (``pt.decide`` on a replayed trace, at most 10 measured configurations per cap):
+   benchmarks/decisions.py runs it; this prints its saved rows (results/decisions.json).
 
     python benchmarks/real_data.py [--data DIR] [--draws 10] [--quick] [--json PATH]
+    python benchmarks/real_data.py --show PATH   # the tables of a saved --json run
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import itertools
 import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -273,8 +278,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="2 draws, one device, two targets")
     ap.add_argument("--json")
+    ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
+    if args.show:
+        with open(args.show) as f:
+            out = json.load(f)
+        report(out)
+        return out
     t0 = time.time()
     draws = 2 if args.quick else args.draws
     folder = args.data or real_folder()
@@ -303,13 +314,31 @@ def main(argv=None) -> dict:
                     continue  # other knobs or another time unit: nothing to transfer
                 ref = fit_heads(a[wl].df, 0, a[wl].targets)
                 acc += accuracy_rows(ref, b[wl], f"{src} -> {dst}: {wl}", draws)
-    a = pd.DataFrame(acc)
+    out = {
+        "data": str(folder),
+        "draws": draws,
+        "accuracy": acc,
+        "decisions": dec,
+        "sources": {g: s for g, (s, _) in refs.items()},
+        "units": sorted({c.targets[0] for d in devices for c in found[d].values()}),
+        "wall_s": time.time() - t0,
+    }
+    report(out)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=float)
+    return out
+
+
+def report(out: dict) -> None:
+    """The tables of one run (``main``'s result, or a saved ``--json`` file)."""
+    folder, draws = out["data"], out["draws"]
+    a = pd.DataFrame(out["accuracy"])
     summary = (
         a.groupby(["case", "k", "method"])[["time_mape", "power_mape"]].median().unstack("method")
     )
     print(f"Real data ({folder}): median MAPE % over {draws} draws on the unsampled configurations")
-    units = sorted({c.targets[0] for d in devices for c in found[d].values()})
-    print(f"time ({', '.join(units)}):")
+    print(f"time ({', '.join(out.get('units', ['epoch_s']))}):")
     print(summary["time_mape"].round(1).to_string())
     print("\npower (average W):")
     print(summary["power_mape"].round(1).to_string())
@@ -333,7 +362,7 @@ def main(argv=None) -> dict:
     pooled = a.groupby(["k", "method"]).time_mape.mean().unstack("method")
     print("\npooled time MAPE % (mean over every case and draw):")
     print(pooled.round(2).to_string())
-    d = pd.DataFrame(dec)
+    d = pd.DataFrame(out["decisions"])
     if not d.empty:
         tt = d[d.cap_w.notna()]
         print(
@@ -394,18 +423,49 @@ def main(argv=None) -> dict:
             .round(2)
             .to_string()
         )
-    print(f"\nwall time {time.time() - t0:.0f} s")
-    out = {
-        "data": str(folder),
-        "draws": draws,
-        "accuracy": acc,
-        "decisions": dec,
-        "sources": {g: s for g, (s, _) in refs.items()},
-    }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=float)
-    return out
+    board_in_the_loop(DECISIONS_JSON)
+    if "wall_s" in out:
+        print(f"\nwall time {out['wall_s']:.0f} s")
+
+
+#: where benchmarks/decisions.py saves its run (section 4: these traces, board in the loop)
+DECISIONS_JSON = Path(__file__).parent / "results" / "decisions.json"
+
+
+def board_in_the_loop(path: Path) -> None:
+    """The active strategy on the same traces and caps (``pt.decide`` on a replayed
+    trace, at most 10 measured configurations per cap): benchmarks/decisions.py runs it
+    (its section 4); printed here beside the prediction-only picks."""
+    if not path.exists():
+        print(f"\n(no {path}: run benchmarks/decisions.py for the board-in-the-loop rows)")
+        return
+    saved = json.loads(path.read_text())
+    rows = pd.DataFrame(saved.get("real", []))
+    if rows.empty:
+        return
+    if "error" in rows:  # a decision the library refused (decisions.txt lists them)
+        rows = rows[rows["error"].isna()]
+    g = rows.groupby("gpu").agg(
+        penalty_median=("penalty_pct", "median"),
+        picks=("excess_w", "count"),
+        over_cap_1w_pct=("excess_w", over_cap_1w_pct),
+        worst_excess_w=("excess_w", "max"),
+        measured_per_cap_median=("n_measured", "median"),
+        measured_per_cap_max=("n_measured", "max"),
+    )
+    g.loc["all"] = [
+        rows.penalty_pct.median(),
+        rows.excess_w.count(),
+        over_cap_1w_pct(rows.excess_w),
+        rows.excess_w.max(),
+        rows.n_measured.median(),
+        rows.n_measured.max(),
+    ]
+    print(
+        f"\nBoard in the loop (pt.decide on the replayed trace, <= 10 measured per cap, "
+        f"{rows.draw.nunique()} draws; benchmarks/decisions.py section 4, read from {path.name}):"
+    )
+    print(g.round(2).to_string())
 
 
 if __name__ == "__main__":
