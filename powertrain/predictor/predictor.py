@@ -124,7 +124,7 @@ class Predictor(BaseEstimator):
         self.inputs_, self.targets_ = inputs, targets
         self.feature_ranges_ = checks.ranges_of(df, inputs)
         self.n_samples_ = len(df)
-        self.info_ = {
+        self.info_: dict[str, Any] = {
             "kind": "reference",
             "trained_on": _describe(corpus, len(df)),
             "fit_seconds": round(time.perf_counter() - t0, 3),
@@ -342,7 +342,7 @@ class Predictor(BaseEstimator):
                 out[f"{target}_std"] = std
             if bound is not None:
                 out[f"{target}_max"] = bound
-        choice = self.info_.get("transfer", {}).get("choice")
+        choice = (self.info_.get("transfer") or {}).get("choice")
         if choice is not None:
             out.attrs["transfer_choice"] = copy.deepcopy(choice)
         return out
