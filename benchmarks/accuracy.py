@@ -10,6 +10,8 @@ Also the reference-choice matrix of Fig. 6 (ResNet, MobileNet, YOLO x the same t
     python benchmarks/accuracy.py            # full run (~20 min on one core)
     python benchmarks/accuracy.py --quick    # 3 targets, 3 draws, 20 and 50 modes
     python benchmarks/accuracy.py --json out.json
+    python benchmarks/accuracy.py --sizes 50 --no-floors --no-matrix \
+        --compare benchmarks/results/accuracy.json   # the PT@50 cells, against a saved run
 
 Writes files only where told: ``--out DIR`` gets accuracy.csv, accuracy_targets.csv,
 accuracy_matrix.csv and accuracy.png (like the paper's Fig. 7/8), ``--json PATH`` the
@@ -207,7 +209,8 @@ def target_checks(summary: pd.DataFrame, floors: dict) -> pd.DataFrame:
         sel = summary[(summary.target == target) & (summary.method == method) & (summary.n == n)]
         return float(sel[col].iloc[0]) if len(sel) else None
 
-    for target, (ft, fp) in floors.items():
+    for target in dict.fromkeys(summary.target):
+        ft, fp = floors.get(target, (None, None))  # None: the floors were not run
         for what, col, fl, paper_i in (
             ("time", "time_median", ft, 0),
             ("power", "power_median", fp, 1),
@@ -215,14 +218,15 @@ def target_checks(summary: pd.DataFrame, floors: dict) -> pd.DataFrame:
             pt50 = med(target, "PT", 50, col)
             if pt50 is None:
                 continue
-            rows.append(
-                dict(
-                    target=target,
-                    criterion=f"PT@50 {what} <= {FLOOR_FACTOR}x NN-on-all floor",
-                    value=pt50,
-                    limit=FLOOR_FACTOR * fl,
+            if fl is not None:
+                rows.append(
+                    dict(
+                        target=target,
+                        criterion=f"PT@50 {what} <= {FLOOR_FACTOR}x NN-on-all floor",
+                        value=pt50,
+                        limit=FLOOR_FACTOR * fl,
+                    )
                 )
-            )
             paper = PAPER_PT50.get(target, (None, None, ""))[paper_i]
             if paper is not None:
                 rows.append(
@@ -335,7 +339,8 @@ def plot(summary: pd.DataFrame, floors: dict, path: Path) -> None:
                     capsize=2,
                 )
                 ax.set_xticks(np.arange(len(s)), [str(n) for n in s.n])
-            ax.axhline(floors[target][i], color="k", ls="--", lw=1, label="NN all (floor)")
+            if target in floors:
+                ax.axhline(floors[target][i], color="k", ls="--", lw=1, label="NN all (floor)")
             paper = PAPER_PT50.get(target, (None, None))[i]
             if paper is not None:
                 ax.plot(
@@ -360,6 +365,32 @@ def plot(summary: pd.DataFrame, floors: dict, path: Path) -> None:
     plt.close(fig)
 
 
+#: how much worse a transfer cell may get than a saved run before it counts as a regression
+REGRESSION_POINTS = 0.5
+
+
+def compare(summary: pd.DataFrame, saved: dict, name: str) -> None:
+    """Each PT cell's median against the same cell of a saved run (``--json``), with
+    whether it got worse by more than :data:`REGRESSION_POINTS`."""
+    before = pd.DataFrame(saved["summary"]).set_index(["target", "method", "n"])
+    print(f"\nPT cells against {name} (median MAPE %, before -> now; worse by more than "
+          f"{REGRESSION_POINTS:g} point = REGRESSED):")  # fmt: skip
+    worst = -np.inf
+    for r in summary[summary.method == "PT"].itertuples():
+        key = (r.target, r.method, r.n)
+        if key not in before.index:
+            continue
+        b = before.loc[key]
+        cells = []
+        for what in ("time", "power"):
+            old, new = float(b[f"{what}_median"]), float(getattr(r, f"{what}_median"))
+            worst = max(worst, new - old)
+            flag = " REGRESSED" if new - old > REGRESSION_POINTS else ""
+            cells.append(f"{what} {old:6.2f} -> {new:6.2f}{flag}")
+        print(f"  {r.target:<28} PT@{r.n:<4} " + "   ".join(cells))
+    print(f"  largest increase: {worst:+.2f} points (limit +{REGRESSION_POINTS:g})")
+
+
 def _fmt(v) -> str:
     return "   -  " if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:6.2f}"
 
@@ -377,7 +408,7 @@ def print_tables(
         pt_, pp_ = _fmt(r.paper_time), _fmt(r.paper_power)
         cov = "" if pd.isna(r.time_cover2sd) else f"{r.time_cover2sd:.2f}/{r.power_cover2sd:.2f}"
         print(f"{r.target:<28} {r.method:<7} {r.n:>4}  {t:>22} {pt_}  {p:>22} {pp_}  {cov}")
-    print("\nNN-on-all floor (90/10 split):")
+    print("\nNN-on-all floor (90/10 split):" + ("" if floors else " not run"))
     for name, (t, p) in floors.items():
         print(f"  {name:<28} time {t:6.2f}   power {p:6.2f}")
     if len(matrix):
@@ -408,7 +439,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--targets", nargs="*", default=None, help="corpus names (default: all present)"
     )
+    ap.add_argument("--sizes", nargs="*", type=int, default=None, help="profiled-mode counts")
+    ap.add_argument("--no-floors", action="store_true", help="skip the NN-on-all floors")
     ap.add_argument("--no-matrix", action="store_true", help="skip the Fig. 6 reference matrix")
+    ap.add_argument(
+        "--compare", metavar="JSON", help="print each cell's change against a saved --json run"
+    )
     ap.add_argument("--json", help="also write the figures as JSON here")
     ap.add_argument("--out", help="write CSV tables and the PNG plot into this folder")
     ap.add_argument("--threads", type=int, default=1)
@@ -417,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
     draws = args.draws or (3 if args.quick else 10)
-    sizes = (20, 50) if args.quick else SIZES
+    sizes = tuple(args.sizes) if args.sizes else (20, 50) if args.quick else SIZES
     present = set(corpus_names())
     wanted = args.targets or (QUICK_TARGETS if args.quick else TARGETS)
     targets = [t for t in wanted if t in present]
@@ -430,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     print("training the ResNet-18 reference and the NN-on-all floors ...", file=sys.stderr)
     ref = Predictor(progress=False).fit(corpora[REFERENCE])
     floors = {}
-    for name in tqdm(targets, desc="floors", leave=False):
+    for name in tqdm([] if args.no_floors else targets, desc="floors", leave=False):
         floors[name] = floor(corpora[name])
 
     raw = []
@@ -463,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
             matrix.to_csv(out / "accuracy_matrix.csv", index=False, float_format="%.3f")
         plot(summary, floors, out / f"accuracy{suffix}.png")
     print_tables(summary, floors, checks, matrix)
+    if args.compare:
+        compare(summary, json.loads(Path(args.compare).read_text()), args.compare)
     pt_secs = raw_df[(raw_df.method == "PT")].seconds
     print(
         f"\ntransfer (both heads): median {pt_secs.median():.2f} s, max {pt_secs.max():.2f} s; "
