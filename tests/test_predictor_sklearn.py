@@ -250,3 +250,32 @@ def test_the_default_estimator_passes_check_estimator():
     ]
     assert not failed
     assert len(results) >= 50
+
+
+def test_choice_keeps_the_full_average_unless_a_candidate_is_clearly_better():
+    """k-fold MSEs of ~50 rows differ mostly by noise: the average of every model is kept
+    when the lowest-MSE candidate beats it by less than one standard error, and dropped
+    for that candidate when it wins by far (a useless reference)."""
+    from powertrain.predictor import scratch
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.0, 1.0, 50)
+    close = {  # the fine-tuned net is best by a hair: not a reason to drop the others
+        "nn": base,
+        "rx": base + rng.normal(0.0, 0.3, 50),
+        "scratch": base + rng.normal(0.0, 0.3, 50),
+    }
+    mse = {n: float(np.mean(e**2)) for n, e in close.items()}
+    assert min(mse, key=lambda n: mse[n]) == "nn"
+    name, weights, _ = scratch.choose_weights(close)
+    assert name == "blend + scratch" and all(w > 0.2 for w in weights.values())
+    far = {  # the samples-only model is ten times better: it wins outright
+        "nn": rng.normal(0.0, 1.0, 50),
+        "rx": rng.normal(0.0, 1.0, 50),
+        "scratch": rng.normal(0.0, 0.02, 50),
+    }
+    name, weights, mse_far = scratch.choose_weights(far)
+    assert weights["scratch"] > 0.99
+    assert mse_far <= 1.01 * float(np.mean(far["scratch"] ** 2))
+    without = {k: close[k] for k in ("nn", "rx")}  # no samples-only model: the two-way blend
+    assert scratch.choose_weights(without)[0] == "blend"
