@@ -39,3 +39,14 @@ def test_a_budget_with_nothing_under_the_cap_is_no_pick():
     measured = truth.iloc[[1]].assign(round=[0])
     (row,) = bench.prefix_scores(measured, truth, np.array([20.0]), budgets=(1,))
     assert row["no_pick"] and np.isnan(row["penalty_pct"])
+
+
+def test_the_penalty_is_against_the_optimum_the_board_records_under_the_cap():
+    truth = _rows([100.0, 60.0, 70.0], [10.0, 29.9, 25.0])
+    # the board's record puts the true optimum under 30 W (29.9 W expected) over the cap
+    board = truth.assign(power_w=[10.0, 30.1, 25.0])
+    measured = board.assign(round=[0, 1, 2])
+    (row,) = bench.prefix_scores(measured, truth, np.array([30.0]), budgets=(3,), board=board)
+    assert row["penalty_pct"] == 0  # the fastest whose recorded power fits: 70 ms
+    assert row["penalty_expected_pct"] == 100 * (70 / 60 - 1)
+    assert row["excess_w"] == 25.0 - 30.0  # on the expected power
