@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import powertrain as pt
@@ -77,14 +78,22 @@ def test_regenerating_a_small_corpus_twice_gives_the_same_bytes(tmp_path):
         assert a.read_bytes() == b.read_bytes(), f"{SMALL}{suffix} is not reproducible"
 
 
-def test_the_shipped_small_corpus_regenerates_bit_for_bit(tmp_path):
+def test_the_shipped_small_corpus_regenerates(tmp_path):
+    """Every value as shipped; floats to 1e-12 relative, because another numpy or pandas
+    build may round a mean in its last bit (seen: 4e-16), while a change to the twin or
+    the sweep moves values by far more."""
     make_corpora.generate(SMALL, out_dir=tmp_path)
     shipped = corpora.corpus_path(SMALL)
     for suffix in MEASURED:
         new, old = tmp_path / f"{SMALL}{suffix}", shipped.with_name(f"{SMALL}{suffix}")
-        assert new.read_bytes() == old.read_bytes(), (
-            f"{SMALL}{suffix} no longer regenerates bit-for-bit; if the twin or the sweep changed "
-            "on purpose, run: python tools/make_corpora.py --all"
+        pd.testing.assert_frame_equal(
+            pd.read_csv(new),
+            pd.read_csv(old),
+            check_exact=False,
+            rtol=1e-12,
+            atol=0,
+            obj=f"{SMALL}{suffix} (if the twin or the sweep changed on purpose, run: "
+            "python tools/make_corpora.py --all)",
         )
 
 
