@@ -441,6 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--sizes", nargs="*", type=int, default=None, help="profiled-mode counts")
     ap.add_argument("--no-floors", action="store_true", help="skip the NN-on-all floors")
+    ap.add_argument(
+        "--no-monotone",
+        action="store_true",
+        help="reference without the device's monotone constraints (what they cost)",
+    )
     ap.add_argument("--no-matrix", action="store_true", help="skip the Fig. 6 reference matrix")
     ap.add_argument(
         "--compare", metavar="JSON", help="print each cell's change against a saved --json run"
@@ -464,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
 
     print("training the ResNet-18 reference and the NN-on-all floors ...", file=sys.stderr)
-    ref = Predictor(progress=False).fit(corpora[REFERENCE])
+    ref = Predictor(progress=False, monotone=None if args.no_monotone else "device")
+    ref.fit(corpora[REFERENCE])
+    print(f"reference: {REFERENCE}, monotone constraints {ref.monotone or 'none'}")
     floors = {}
     for name in tqdm([] if args.no_floors else targets, desc="floors", leave=False):
         floors[name] = floor(corpora[name])
