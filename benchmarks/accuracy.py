@@ -209,6 +209,9 @@ def target_checks(summary: pd.DataFrame, floors: dict) -> pd.DataFrame:
         sel = summary[(summary.target == target) & (summary.method == method) & (summary.n == n)]
         return float(sel[col].iloc[0]) if len(sel) else None
 
+    def check(target: str, criterion: str, value: float, limit: float) -> None:
+        rows.append(dict(target=target, criterion=criterion, value=value, limit=limit))
+
     for target in dict.fromkeys(summary.target):
         ft, fp = floors.get(target, (None, None))  # None: the floors were not run
         for what, col, fl, paper_i in (
@@ -219,44 +222,17 @@ def target_checks(summary: pd.DataFrame, floors: dict) -> pd.DataFrame:
             if pt50 is None:
                 continue
             if fl is not None:
-                rows.append(
-                    dict(
-                        target=target,
-                        criterion=f"PT@50 {what} <= {FLOOR_FACTOR}x NN-on-all floor",
-                        value=pt50,
-                        limit=FLOOR_FACTOR * fl,
-                    )
-                )
+                floor_limit = f"PT@50 {what} <= {FLOOR_FACTOR}x NN-on-all floor"
+                check(target, floor_limit, pt50, FLOOR_FACTOR * fl)
             paper = PAPER_PT50.get(target, (None, None, ""))[paper_i]
             if paper is not None:
-                rows.append(
-                    dict(
-                        target=target,
-                        criterion=f"PT@50 {what} < paper PT ({PAPER_PT50[target][2]})",
-                        value=pt50,
-                        limit=paper,
-                    )
-                )
+                check(target, f"PT@50 {what} < paper PT ({PAPER_PT50[target][2]})", pt50, paper)
             pt20, nn50 = med(target, "PT", 20, col), med(target, "NN", 50, col)
             if pt20 is not None and nn50 is not None:
-                rows.append(
-                    dict(
-                        target=target,
-                        criterion=f"PT@20 {what} < NN-from-scratch@50",
-                        value=pt20,
-                        limit=nn50,
-                    )
-                )
+                check(target, f"PT@20 {what} < NN-from-scratch@50", pt20, nn50)
             if _cross_device(target):
                 lim = CROSS_DEVICE_LIMITS[paper_i]
-                rows.append(
-                    dict(
-                        target=target,
-                        criterion=f"cross-device PT@50 {what} <= {lim:g} %",
-                        value=pt50,
-                        limit=lim,
-                    )
-                )
+                check(target, f"cross-device PT@50 {what} <= {lim:g} %", pt50, lim)
     df = pd.DataFrame(rows)
     if len(df):
         strict = df.criterion.str.contains("<") & ~df.criterion.str.contains("<=")
@@ -468,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     corpora = {name: load_corpus(name) for name in dict.fromkeys([REFERENCE, *targets])}
     t_start = time.perf_counter()
 
-    print("training the ResNet-18 reference and the NN-on-all floors ...", file=sys.stderr)
+    floors_too = "" if args.no_floors else " and the NN-on-all floors"
+    print(f"training the ResNet-18 reference{floors_too} ...", file=sys.stderr)
     ref = Predictor(progress=False, monotone=None if args.no_monotone else "device")
     ref.fit(corpora[REFERENCE])
     print(f"reference: {REFERENCE}, monotone constraints {ref.monotone or 'none'}")

@@ -445,7 +445,8 @@ def board_in_the_loop(path: Path) -> None:
         return
     if "error" in rows:  # a decision the library refused (decisions.txt lists them)
         rows = rows[rows["error"].isna()]
-    g = rows.groupby("gpu").agg(
+    both = pd.concat([rows, rows.assign(gpu="all")])  # each GPU, then all of them
+    g = both.groupby("gpu", sort=False).agg(
         penalty_median=("penalty_pct", "median"),
         picks=("excess_w", "count"),
         over_cap_1w_pct=("excess_w", over_cap_1w_pct),
@@ -453,14 +454,6 @@ def board_in_the_loop(path: Path) -> None:
         measured_per_cap_median=("n_measured", "median"),
         measured_per_cap_max=("n_measured", "max"),
     )
-    g.loc["all"] = [
-        rows.penalty_pct.median(),
-        rows.excess_w.count(),
-        over_cap_1w_pct(rows.excess_w),
-        rows.excess_w.max(),
-        rows.n_measured.median(),
-        rows.n_measured.max(),
-    ]
     print(
         f"\nBoard in the loop (pt.decide on the replayed trace, <= 10 measured per cap, "
         f"{rows.draw.nunique()} draws; benchmarks/decisions.py section 4, read from {path.name}):"
