@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 import torch
 from synthetic import synthetic_corpus
 
@@ -61,7 +62,7 @@ def test_a_transfer_keeps_the_contract_even_on_samples_that_break_it():
 def test_the_predictor_takes_the_directions_from_the_device_spec():
     grid = pt.get_device("orin-agx").profiling_grid().sample(300, random_state=0)
     corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
-    model = Predictor(PowerTrainMLP(**SMALL), progress=False).fit(corpus)
+    model = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone="device").fit(corpus)
     inputs = model.inputs_
     assert model.heads_["power_w"].monotonic_cst == tuple(
         1 if c in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz") else 0 for c in inputs
@@ -81,6 +82,34 @@ def test_the_predictor_takes_the_directions_from_the_device_spec():
     assert plain.constraints_ == {"monotone": {}, "power_cap": None}
     assert "power_w_max" not in plain.predict(corpus.head(3)).columns  # no limit knob
     assert plain.heads_["power_w"].monotonic_cst is None
+
+
+def test_by_default_only_power_is_constrained_and_a_bad_setting_is_named():
+    grid = pt.get_device("orin-agx").profiling_grid().sample(200, random_state=1)
+    corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
+    model = Predictor(PowerTrainMLP(**SMALL), progress=False).fit(corpus)
+    assert set(model.constraints_["monotone"]) == {"power_w"}
+    assert model.heads_["time_ms"].monotonic_cst is None
+    assert model.heads_["power_w"].monotonic_cst is not None
+    timed = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=["time_ms"])
+    assert set(timed.fit(corpus).constraints_["monotone"]) == {"time_ms"}
+    with pytest.raises(pt.DataError, match="monotone must be"):
+        Predictor(PowerTrainMLP(**SMALL), progress=False, monotone="power_w").fit(corpus)
+
+
+def test_a_sign_constrained_network_starts_with_bounded_activations():
+    """Non-negative weights drawn as |U(-b, b)| add correlated inputs coherently: the
+    output's spread grew ~3x a layer (std ~10 on standardised targets), which left a fit
+    on tens of rows far from converged. The start must keep it on the input's scale."""
+    from powertrain.predictor import mlp
+
+    x = torch.randn(500, 5, generator=torch.Generator().manual_seed(0))
+    net = mlp.MLP(5, monotone=(1, 1, 1, 1, 0))
+    mlp.init_mlp(net, torch.Generator().manual_seed(0))
+    net.eval()
+    with torch.no_grad():
+        assert float(net(x).std()) < 1.0
+        assert all(float(mlp.weight_of(lin).min()) >= 0 for lin in net.linears()[1:])
 
 
 def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):

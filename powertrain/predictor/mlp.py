@@ -102,12 +102,22 @@ class MLP(nn.Module):
 
 
 def init_mlp(net: MLP, generator: torch.Generator) -> None:
-    """Seeded PyTorch-default (Kaiming-uniform) initialisation, independent of global RNG."""
+    """Seeded PyTorch-default (Kaiming-uniform) initialisation, independent of global RNG.
+
+    A layer whose every weight is non-negative (a monotone network after its first
+    layer) draws them from ``U(0, 1/n_in)`` instead: the default's ``|U(-b, b)|`` adds up
+    the same-signed, strongly correlated inputs coherently, so the activations' spread
+    grew about 3x a layer (output std 10 on standardised targets) and Adam's 200 steps on
+    50 rows ended far from a fit (power MAPE 17-20 % against 5-6 % unconstrained,
+    MobileNetV3 on the twin; 5.6-8 % with this start, measured in the commit).
+    """
     for lin in net.linears():
         bound = 1.0 / np.sqrt(lin.in_features)
         with torch.no_grad():
             lin.weight.uniform_(-bound, bound, generator=generator)
             lin.bias.uniform_(-bound, bound, generator=generator)
+            if isinstance(lin, SignedLinear) and bool((lin.signs > 0).all()):
+                lin.weight.uniform_(0.0, 1.0 / lin.in_features, generator=generator)
 
 
 def _activate(h: torch.Tensor, monotone: bool) -> torch.Tensor:
