@@ -53,6 +53,7 @@ def model_card(name: str, corpus_name: str, model: Predictor, seconds: float) ->
     layers = "-".join(map(str, p["hidden_layer_sizes"]))
     val = {t: model.heads_[t].validation_mape_ for t in TARGETS}
     best = {t: model.heads_[t].best_epoch_ + 1 for t in TARGETS}
+    physics = _physics(model.constraints_["monotone"])
     ranges = "\n".join(
         f"| `{c}` | {lo:g} | {hi:g} |" for c, (lo, hi) in model.feature_ranges_.items()
     )
@@ -97,6 +98,7 @@ layers 1 and 2, Adam lr {p["learning_rate"]}, MSE, {p["epochs"]} epochs, minibat
 {p["batch_size"]}, weights of the best validation epoch (time: epoch {best["time_ms"]},
 power: epoch {best["power_w"]}); inputs `{p["input_transform"]}`-transformed then
 standardised, targets `{p["target_transform"]}`-transformed then standardised.
+Physics by construction (the device spec's directions, `Predictor`'s default): {physics}.
 Uncertainty (`time_ms_std`, `power_w_std`): last-layer Laplace approximation plus the
 held-out error (after a transfer: the transfer's own 5-fold error, slightly
 conservative). Files: `model.json` (metadata, SHA-256 of the weights) and `weights.pt`
@@ -122,6 +124,17 @@ thread(s).
 python tools/train_reference.py {name}
 ```
 """
+
+
+def _physics(monotone: dict[str, dict[str, int]]) -> str:
+    """The monotone constraints in words: ``power_w never falls as cores, ... rise``."""
+    said = []
+    for target, dirs in monotone.items():
+        for sign, verb in ((1, "falls"), (-1, "rises")):
+            knobs = [k for k, v in dirs.items() if v == sign]
+            if knobs:
+                said.append(f"`{target}` never {verb} as {', '.join(knobs)} rise")
+    return "; ".join(said) or "none"
 
 
 def main(argv: list[str] | None = None) -> int:

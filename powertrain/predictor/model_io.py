@@ -346,6 +346,8 @@ def _params_from_json(meta: dict) -> dict:
     for key in ("inputs", "targets"):
         if raw.get(key) is not None:
             raw[key] = tuple(raw[key])
+    if isinstance(raw.get("monotone"), list):  # target names (JSON has no tuples)
+        raw["monotone"] = tuple(raw["monotone"])
     return raw
 
 
