@@ -137,3 +137,22 @@ def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):
         warnings.simplefilter("ignore")
         again = back.predict(modes, batch_size=[64, 128, 256])
     np.testing.assert_array_equal(again.power_w.to_numpy(), est.power_w.to_numpy())
+
+
+def test_a_transfer_from_the_shipped_reference_predicts_monotone_power():
+    """The flow users run: the shipped reference's power head is monotone, so is every
+    transfer of it, on every mode of the device."""
+    from powertrain.corpora import load_corpus
+
+    ref = Predictor.from_pretrained("orin-agx/resnet18")
+    assert set(ref.constraints_["monotone"]) == {"power_w"}
+    samples = load_corpus("orin-agx_yolov8n_bs16").sample(50, random_state=0)
+    model = ref.transfer(samples)
+    modes = pt.get_device("orin-agx").power_modes().assign(batch_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = model.predict(modes, return_std=False)
+    for knob in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"):
+        others = [c for c in model.inputs_ if c != knob]
+        steps = est.sort_values(knob).groupby(others)["power_w"].diff().dropna()
+        assert (steps >= -1e-6 * est["power_w"].max()).all(), knob
