@@ -35,6 +35,7 @@ from powertrain.corpora import corpus_names, load_corpus
 from powertrain.metrics import mape
 from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
+from powertrain.predictor.predictor import MONOTONE_CHOICES as MONOTONE
 from powertrain.schema import CONFIG_COLUMNS
 
 REFERENCE = "orin-agx_resnet18_bs16"
@@ -99,8 +100,6 @@ PAPER_FIG6 = {
     ("yolov8n", "resnet18"): (19.76, 12.88),
     ("yolov8n", "yolov8n"): (9.72, 4.81),
 }
-#: --monotone: the reference's Predictor(monotone=...)
-MONOTONE = {"power": ("power_w",), "device": "device", "none": None}
 FLOOR_FACTOR = 1.3
 CROSS_DEVICE_LIMITS = (12.0, 9.0)
 
@@ -422,9 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--monotone",
         choices=MONOTONE,
-        default="power",
-        help="the reference's constraints: the device's power directions (the default), "
-        "every direction it declares, or none (what they cost)",
+        default="none",
+        help="the reference's monotone constraints: none (the Predictor's default), the "
+        "device's power directions, or every direction it declares (what they cost)",
     )
     ap.add_argument("--no-matrix", action="store_true", help="skip the Fig. 6 reference matrix")
     ap.add_argument(

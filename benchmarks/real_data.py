@@ -48,6 +48,7 @@ from powertrain.errors import DataError, NoFeasibleModeError
 from powertrain.metrics import excess_power, time_penalty_pct
 from powertrain.optimise import fastest_under
 from powertrain.predictor import Predictor
+from powertrain.predictor.predictor import MONOTONE_CHOICES
 from powertrain.real_data import (
     corpus_targets,
     load_real_corpus,
@@ -108,10 +109,17 @@ def _x(df: pd.DataFrame, inputs) -> np.ndarray:
     return df[list(inputs)].to_numpy(float)
 
 
+#: --monotone: the constraints every model fitted here is built with (the references
+#: and the from-scratch baseline); None is the Predictor's default
+MONOTONE: dict = {"setting": None}
+
+
 def fit_heads(df: pd.DataFrame, seed: int, targets=("epoch_s", "power_w")) -> Predictor:
     """The package's Predictor on a GPU corpus: its inputs are the device's knobs (the
     Zeus GPUs: ``power_limit_w``) plus ``batch_size``, read from the ``device`` column."""
-    return Predictor(targets=targets, random_state=seed, progress=False).fit(df)
+    return Predictor(
+        targets=targets, random_state=seed, progress=False, monotone=MONOTONE["setting"]
+    ).fit(df)
 
 
 def transfer_heads(ref: Predictor, df: pd.DataFrame, seed: int) -> Predictor:
@@ -279,7 +287,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--quick", action="store_true", help="2 draws, one device, two targets")
     ap.add_argument("--json")
     ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
+    ap.add_argument(
+        "--monotone",
+        choices=MONOTONE_CHOICES,
+        default="none",
+        help="monotone constraints of every model fitted: none (the Predictor's default), "
+        "the device's power directions (a GPU: power never falls as its limit rises), or all",
+    )
     args = ap.parse_args(argv)
+    MONOTONE["setting"] = MONOTONE_CHOICES[args.monotone]
     warnings.filterwarnings("ignore")
     if args.show:
         with open(args.show) as f:
@@ -317,6 +333,7 @@ def main(argv=None) -> dict:
     out = {
         "data": str(folder),
         "draws": draws,
+        "monotone": args.monotone,
         "accuracy": acc,
         "decisions": dec,
         "sources": {g: s for g, (s, _) in refs.items()},
@@ -338,6 +355,7 @@ def report(out: dict) -> None:
         a.groupby(["case", "k", "method"])[["time_mape", "power_mape"]].median().unstack("method")
     )
     print(f"Real data ({folder}): median MAPE % over {draws} draws on the unsampled configurations")
+    print(f"monotone constraints of every fitted model: {out.get('monotone', 'power')}")
     print(f"time ({', '.join(out.get('units', ['epoch_s']))}):")
     print(summary["time_mape"].round(1).to_string())
     print("\npower (average W):")

@@ -84,13 +84,16 @@ def test_the_predictor_takes_the_directions_from_the_device_spec():
     assert plain.heads_["power_w"].monotonic_cst is None
 
 
-def test_by_default_only_power_is_constrained_and_a_bad_setting_is_named():
+def test_by_default_nothing_is_constrained_and_a_bad_setting_is_named():
     grid = pt.get_device("orin-agx").profiling_grid().sample(200, random_state=1)
     corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
     model = Predictor(PowerTrainMLP(**SMALL), progress=False).fit(corpus)
-    assert set(model.constraints_["monotone"]) == {"power_w"}
-    assert model.heads_["time_ms"].monotonic_cst is None
-    assert model.heads_["power_w"].monotonic_cst is not None
+    assert model.constraints_["monotone"] == {}
+    assert all(h.monotonic_cst is None for h in model.heads_.values())
+    power = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=("power_w",))
+    power.fit(corpus)
+    assert set(power.constraints_["monotone"]) == {"power_w"}
+    assert power.heads_["time_ms"].monotonic_cst is None
     timed = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=["time_ms"])
     assert set(timed.fit(corpus).constraints_["monotone"]) == {"time_ms"}
     with pytest.raises(pt.DataError, match="monotone must be"):
@@ -139,20 +142,31 @@ def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):
     np.testing.assert_array_equal(again.power_w.to_numpy(), est.power_w.to_numpy())
 
 
-def test_a_transfer_from_the_shipped_reference_predicts_monotone_power():
-    """The flow users run: the shipped reference's power head is monotone, so is every
-    transfer of it, on every mode of the device."""
-    from powertrain.corpora import load_corpus
-
-    ref = Predictor.from_pretrained("orin-agx/resnet18")
-    assert set(ref.constraints_["monotone"]) == {"power_w"}
-    samples = load_corpus("orin-agx_yolov8n_bs16").sample(50, random_state=0)
-    model = ref.transfer(samples)
-    modes = pt.get_device("orin-agx").power_modes().assign(batch_size=16)
+def _wrong_way_power_steps(model, modes) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = model.predict(modes, return_std=False)
+    wrong = 0
     for knob in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"):
         others = [c for c in model.inputs_ if c != knob]
         steps = est.sort_values(knob).groupby(others)["power_w"].diff().dropna()
-        assert (steps >= -1e-6 * est["power_w"].max()).all(), knob
+        wrong += int((steps < -1e-6 * est["power_w"].max()).sum())
+    return wrong
+
+
+def test_a_transfer_of_a_power_monotone_reference_is_monotone_on_every_mode():
+    """The flow users run, with the constraint asked for: a reference fitted with
+    ``monotone=("power_w",)`` and every transfer of it predict power that never falls as
+    a knob rises, on all 18,096 Orin AGX modes; the same reference unconstrained does
+    not (what the contract buys)."""
+    from powertrain.corpora import load_corpus
+
+    corpus = load_corpus("orin-agx_resnet18_bs16").sample(800, random_state=0)
+    samples = load_corpus("orin-agx_yolov8n_bs16").sample(50, random_state=0)
+    modes = pt.get_device("orin-agx").power_modes().assign(batch_size=16)
+    wrong = {}
+    for setting in (("power_w",), None):
+        ref = Predictor(PowerTrainMLP(**SMALL), progress=False, monotone=setting).fit(corpus)
+        wrong[setting] = _wrong_way_power_steps(ref.transfer(samples), modes)
+    assert wrong[("power_w",)] == 0
+    assert wrong[None] > 0

@@ -98,7 +98,7 @@ layers 1 and 2, Adam lr {p["learning_rate"]}, MSE, {p["epochs"]} epochs, minibat
 {p["batch_size"]}, weights of the best validation epoch (time: epoch {best["time_ms"]},
 power: epoch {best["power_w"]}); inputs `{p["input_transform"]}`-transformed then
 standardised, targets `{p["target_transform"]}`-transformed then standardised.
-Physics by construction (the device spec's directions, `Predictor`'s default): {physics}.
+Monotone by construction (`Predictor(monotone=...)`, off by default): {physics}.
 Uncertainty (`time_ms_std`, `power_w_std`): last-layer Laplace approximation plus the
 held-out error (after a transfer: the transfer's own 5-fold error, slightly
 conservative). Files: `model.json` (metadata, SHA-256 of the weights) and `weights.pt`

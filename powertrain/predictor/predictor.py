@@ -33,6 +33,8 @@ TARGETS = TARGET_COLUMNS
 _PREDICT_ROWS = 65_536
 #: what to do about inputs that can be 0 (said when a log transform meets one)
 _LOG_FIX = "use PowerTrainMLP(input_transform='none') for inputs that can be 0"
+#: named ``monotone`` settings (what the benchmarks' ``--monotone`` flag offers)
+MONOTONE_CHOICES: dict[str, Any] = {"none": None, "power": ("power_w",), "device": "device"}
 #: estimator parameters that fix the network a transfer keeps
 _LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform", "monotonic_cst")
 
@@ -58,17 +60,19 @@ class Predictor(BaseEstimator):
         then :meth:`fit` is a transfer from it with this ``estimator``'s settings, so
         ``GridSearchCV(Predictor(reference=...), {"estimator__transfer_epochs": ...})``
         tunes a transfer on the samples.
-    monotone: the physics a head :meth:`fit` trains must respect by construction.
-        Target names (default ``("power_w",)``): the directions the device's spec
-        declares for those targets (a Jetson: power never falls as a clock or the core
-        count rises); ``"device"``: every direction it declares (also time never rising
-        with the GPU or memory clock); a dict ``{target: {knob: +1 or -1}}``: these;
-        None: none. Why power only by default: measured on the twin, a power-monotone
-        network is as accurate as an unconstrained one (fitted or as a reference), and
-        power is what a cap decision must not under-predict; a time-monotone one lost
-        0.7-2.3 points of transfer time MAPE (README, Results). Where the device
-        declares a ``power_cap`` knob, predicted power above that limit by more than the
-        training samples ever went is clipped to it.
+    monotone: physics a head :meth:`fit` trains must respect by construction (a
+        transfer keeps its reference's). None (default): no constraint; target names
+        (``("power_w",)``): the directions the device's spec declares for those targets
+        (a Jetson: power never falls as a clock or the core count rises); ``"device"``:
+        every direction it declares (also time never rising with the GPU or memory
+        clock); a dict ``{target: {knob: +1 or -1}}``: these. Why off by default,
+        measured on the twin: references with monotone power put more cap picks over
+        the cap (PT@50, 30 draws: 18.3 -> 21.9 % of picks more than 1 W over, worse on
+        every workload) for PT@50 power MAPE within -0.13 to +0.39 point, and a
+        time-monotone reference lost up to 2.2 points of PT@50 time MAPE (README,
+        Results). Where the device declares a ``power_cap`` knob, predicted power above
+        that limit by more than the training samples ever went is clipped to it
+        (whatever this setting).
     """
 
     def __init__(
@@ -80,7 +84,7 @@ class Predictor(BaseEstimator):
         random_state: int | None = 0,
         progress: bool | None = None,
         reference: str | Path | None = None,
-        monotone: str | Sequence[str] | dict | None = ("power_w",),
+        monotone: str | Sequence[str] | dict | None = None,
     ):
         self.estimator = estimator
         self.inputs = inputs
