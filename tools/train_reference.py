@@ -21,6 +21,7 @@ import torch
 
 from powertrain.corpora import load_corpus, provenance
 from powertrain.predictor import TARGETS, Predictor
+from powertrain.predictor.predictor import MONOTONE_CHOICES
 
 #: shipped reference name -> corpus it is trained on
 REFERENCES = {
@@ -31,14 +32,18 @@ REFERENCES = {
 _REPO_MODELS = Path(__file__).resolve().parents[1] / "reference_models"
 
 
-def train_reference(name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True) -> Path:
-    """Fit the reference ``name`` on its corpus, save it under ``out_root``, write README."""
+def train_reference(
+    name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True, monotone: str = "none"
+) -> Path:
+    """Fit the reference ``name`` on its corpus, save it under ``out_root``, write README.
+    ``monotone``: a name in ``MONOTONE_CHOICES`` (the shipped ones: ``"none"``)."""
     if name not in REFERENCES:
         raise SystemExit(f"unknown reference {name!r}; known: {', '.join(REFERENCES)}")
     corpus_name = REFERENCES[name]
     corpus = load_corpus(corpus_name)
     t0 = time.perf_counter()
-    model = Predictor(progress=progress).fit(corpus, source=corpus_name)
+    model = Predictor(progress=progress, monotone=MONOTONE_CHOICES[monotone])
+    model.fit(corpus, source=corpus_name)
     seconds = time.perf_counter() - t0
     model.info_["corpus"] = corpus_name
     out = Path(out_root) / name
@@ -145,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
+        "--monotone",
+        choices=MONOTONE_CHOICES,
+        default="none",
+        help="monotone constraints (the shipped references: none; 'power' gave the "
+        "benchmarks/results/*_monotone_power* runs)",
+    )
+    ap.add_argument(
         "--resave",
         action="store_true",
         help="no training: rewrite the models in the current file format (same weights, "
@@ -153,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     for name in args.names:
-        out = resave(name, args.out) if args.resave else train_reference(name, args.out)
+        out = (
+            resave(name, args.out)
+            if args.resave
+            else train_reference(name, args.out, monotone=args.monotone)
+        )
         print(f"wrote {out}", file=sys.stderr)
     return 0
 
