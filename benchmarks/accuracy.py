@@ -35,7 +35,7 @@ from powertrain.corpora import corpus_names, load_corpus
 from powertrain.metrics import mape
 from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch
-from powertrain.predictor.predictor import MONOTONE_CHOICES as MONOTONE
+from powertrain.predictor.predictor import MONOTONE_CHOICES
 from powertrain.schema import CONFIG_COLUMNS
 
 REFERENCE = "orin-agx_resnet18_bs16"
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-floors", action="store_true", help="skip the NN-on-all floors")
     ap.add_argument(
         "--monotone",
-        choices=MONOTONE,
+        choices=MONOTONE_CHOICES,
         default="none",
         help="the reference's monotone constraints: none (the Predictor's default), the "
         "device's power directions, or every direction it declares (what they cost)",
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
 
     floors_too = "" if args.no_floors else " and the NN-on-all floors"
     print(f"training the ResNet-18 reference{floors_too} ...", file=sys.stderr)
-    ref = Predictor(progress=False, monotone=MONOTONE[args.monotone])
+    ref = Predictor(progress=False, monotone=MONOTONE_CHOICES[args.monotone])
     ref.fit(corpora[REFERENCE])
     print(f"reference: {REFERENCE}, monotone constraints {ref.constraints_['monotone'] or 'none'}")
     floors = {}

@@ -33,7 +33,8 @@ TARGETS = TARGET_COLUMNS
 _PREDICT_ROWS = 65_536
 #: what to do about inputs that can be 0 (said when a log transform meets one)
 _LOG_FIX = "use PowerTrainMLP(input_transform='none') for inputs that can be 0"
-#: named ``monotone`` settings (what the benchmarks' ``--monotone`` flag offers)
+#: ``Predictor(monotone=...)`` settings by name (the ``--monotone`` choices of the
+#: benchmarks and ``tools/train_reference.py``)
 MONOTONE_CHOICES: dict[str, Any] = {"none": None, "power": ("power_w",), "device": "device"}
 #: estimator parameters that fix the network a transfer keeps
 _LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform", "monotonic_cst")
@@ -425,7 +426,6 @@ def _monotone_map(
     targets: Sequence[str],
 ) -> dict[str, dict[str, int]]:
     """Per target, the knobs with a guaranteed direction that this model reads."""
-    wrong = f"monotone must be 'device', target names, a dict or None; got {monotone!r}"
     if monotone is None:
         return {}
     declared = {} if device is None else device.spec.monotone
@@ -436,7 +436,9 @@ def _monotone_map(
     elif isinstance(monotone, (list, tuple)) and all(isinstance(t, str) for t in monotone):
         spec = {t: declared[t] for t in monotone if t in declared}
     else:
-        raise DataError(wrong)
+        raise DataError(
+            f"monotone must be 'device', target names, a dict or None; got {monotone!r}"
+        )
     out = {}
     for target, dirs in spec.items():
         if target not in targets:
