@@ -46,6 +46,7 @@ _LAZY = {
     "register_device": "specs",
     "workload_names": "specs",
     "Twin": "twin",
+    "Tuner": "tuner",
     "CaseRun": "workflow",
     "run_case": "workflow",
     "get_workload": "workloads",
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # what type checkers and documentation tools see
     from .refine import refine_modes, with_observed
     from .selection import select, time_to_accuracy
     from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
+    from .tuner import Tuner
     from .twin import Twin
     from .workflow import CaseRun, run_case
     from .workloads import get_workload
@@ -100,6 +102,7 @@ __all__ = [
     "PowerTrainError",
     "ProfilingError",
     "SpecError",
+    "Tuner",
     "Twin",
     "WorkloadSpec",
     "__version__",
