@@ -501,7 +501,9 @@ class Tuner:
         """A stratified start among the configurations the (untransferred) reference
         puts near or under the cap, so exploring rarely runs far over it."""
         if not hasattr(self, "_start_order"):
-            est = self.reference.predict(self.candidates_[list(self.inputs)], return_std=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # extrapolation: only ranks the start
+                est = self.reference.predict(self.candidates_[list(self.inputs)], return_std=False)
             assert self._cap is not None
             near = np.flatnonzero(est["power_w"].to_numpy(float) <= 1.1 * self._cap)
             pool = near if len(near) >= self.start else np.arange(len(self.candidates_))
