@@ -22,6 +22,8 @@ from powertrain.errors import DataError
 from powertrain.predictor import PowerTrainMLP, Predictor
 from powertrain.tuner import improvement
 
+pytestmark = pytest.mark.slow
+
 #: a quick transfer: these tests check the loop's contract, not the model's accuracy
 QUICK = {"transfer_epochs": 30, "transfer_cv_folds": 2}
 
@@ -229,6 +231,7 @@ def test_on_the_fake_nvml_it_sets_limits_and_puts_the_first_back():
     assert not fake.up  # NVML shut down
 
 
+@pytest.mark.system
 def test_a_stop_signal_mid_step_restores_the_power_limit():
     fake = FakeNvml(setters=True)
     tuner = pt.Tuner(
