@@ -172,6 +172,11 @@ class Tuner:
         self.say = log or _LOG.info
         self.handle_signals = handle_signals
         self.time_column = next(t for t in reference.targets_ if t != "power_w")
+        if self.time_column != "time_ms":
+            raise DataError(
+                f"Tuner: the reference predicts {self.time_column}; the tuner times "
+                "minibatches: give a reference that predicts time_ms"
+            )
         self.inputs = tuple(reference.inputs_)
         self._r = r
         self._rng = np.random.default_rng(seed)
@@ -448,9 +453,7 @@ class Tuner:
             return None
         row = {c: _plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
         ms = np.array([m[2] for m in clean])
-        row[self.time_column] = float(np.median(ms)) * (
-            1e-3 if self.time_column.endswith("_s") else 1.0
-        )
+        row[self.time_column] = float(np.median(ms))
         row["power_w"] = float(watts[:, 1].mean()) if len(watts) else float("nan")
         row.update(n_minibatches=len(clean), stable=probe.stable, index=probe.index, cap=self._cap)
         return row
