@@ -263,8 +263,8 @@ class Tuner:
             self._prepare()
         idx = self._apply if self._apply is not None else self._current
         if idx is None or "batch_size" not in getattr(self, "candidates_", ()):
-            b = self._batch_size
-            return int(b) if isinstance(b, (int, np.integer)) else None
+            b = self._batch_size  # inert or not started: the job's (first) size
+            return None if b is None else int(np.atleast_1d(b)[0])
         return int(self.candidates_["batch_size"].iloc[idx])
 
     def batches(self, make_loader: Callable[[int], Iterable], steps: int) -> Iterator[Any]:
@@ -483,12 +483,19 @@ class Tuner:
 
     def _choose(self) -> int | None:
         done = {int(r["index"]) for r in self._rows}
-        if len(done) < self.start:
+        n = len(self.candidates_)
+        if len(done) < min(self.start, n):
             return self._start_config(done)
-        mu_t, sd_t, mu_p, sd_p, measured = self._estimates()
+        if len(done) == n:  # everything measured: no model needed
+            mu_t, sd_t, mu_p, sd_p, measured = self._measured_only()
+        else:
+            mu_t, sd_t, mu_p, sd_p, measured = self._estimates()
         assert self._cap is not None
         cost = mu_t * self._factor
         inc, gain = improvement(cost, sd_t / mu_t, mu_p, sd_p, measured, self._cap)
+        if measured.all():
+            self._settle(inc, "exhausted", gain)
+            return None
         if inc >= 0 and gain.max(initial=0.0) <= self.tolerance:
             self._settle(inc, "confident", gain)
             return None
@@ -538,6 +545,13 @@ class Tuner:
         sd_t = est[f"{self.time_column}_std"].to_numpy(float)
         sd_p = est["power_w_std"].to_numpy(float)
         return mu_t, sd_t, mu_p, sd_p, measured
+
+    def _measured_only(self) -> tuple[np.ndarray, ...]:
+        rows = pd.DataFrame(self._rows).groupby("index").last().sort_index()
+        mu_t = rows[self.time_column].to_numpy(float)
+        mu_p = rows["power_w"].to_numpy(float)
+        zero = np.zeros(len(rows))
+        return mu_t, zero, mu_p, zero, np.ones(len(rows), bool)
 
     def _settle(self, inc: int, why: str, gain: np.ndarray) -> None:
         """Run the pick from the next minibatch on; nothing measured fits: the lowest

@@ -271,6 +271,31 @@ def test_a_board_it_cannot_control_warns_once_and_changes_nothing():
     assert not any(c.startswith("nvmlDeviceSet") for c in fake.calls)
 
 
+def test_a_few_candidates_are_all_measured_then_the_best_under_the_cap_runs(reference):
+    board, job = twin_board(), Job()
+    grid = board.device.profiling_grid()
+    few = grid[grid.gpu_mhz.isin([318.75, 624.75, 930.75])].groupby("gpu_mhz").head(1)
+    tuner = pt.Tuner(board, reference, 30.0, candidates=few.assign(batch_size=16), minibatches=5)
+    while not tuner.settled:
+        with tuner.step():
+            job.step()
+    rows = tuner.measurements()
+    assert len(rows) == 3 and tuner.summary().stop_reason == "exhausted"
+    under = rows[rows.power_w <= 30]
+    best = under.loc[under.time_ms.idxmin(), "gpu_mhz"]
+    assert tuner.summary().config["gpu_mhz"] == best
+    with tuner.step():  # the pick runs from the next minibatch on
+        job.step()
+    assert tuner.config["gpu_mhz"] == best == board.configured[-1]["gpu_mhz"]
+
+
+def test_a_reference_of_epoch_times_is_refused():
+    ref = gpu_reference()
+    ref.targets_ = ("epoch_s", "power_w")  # as a reference fitted on a per-epoch trace
+    with pytest.raises(DataError, match="predicts epoch_s; the tuner times minibatches"):
+        pt.Tuner(twin_board(), ref, 30.0)
+
+
 # ---------------------------------------------------------------------- scoring --
 def test_the_improvement_favours_a_likely_faster_rival_within_the_cap():
     cost = np.array([100.0, 80.0, 80.0, 200.0])
