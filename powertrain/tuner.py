@@ -196,10 +196,8 @@ class Tuner:
         self._apply: int | None = None
         self._current: int | None = None
         self._pick: int | None = None
-        self._queue: list[int] = []
         self._n_cap = 0
         self._t0: float | None = None
-        self._wall0 = 0.0
         self.minibatch = 0  # training minibatches run
         self.elapsed_s = 0.0  # training seconds (board clock)
         self._explore_s = 0.0
@@ -240,7 +238,6 @@ class Tuner:
             if not self.simulated:
                 _sync()
             self._t0 = self.board.now()
-            self._wall0 = time.perf_counter()
         except BaseException:
             self.abort()
             raise

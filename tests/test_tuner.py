@@ -296,6 +296,19 @@ def test_a_reference_of_epoch_times_is_refused():
         pt.Tuner(twin_board(), ref, 30.0)
 
 
+def test_no_board_at_all_warns_once_and_the_loop_runs(reference):
+    job = Job()
+    with pytest.warns(RuntimeWarning, match="Tuner has no effect: cannot profile a NoneType"):
+        tuner = pt.Tuner(None, reference, 30.0, batch_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning
+        for _ in range(5):
+            with tuner.step():
+                job.step()
+        assert tuner.batch_size == 16 and not tuner.close().active
+    assert job.steps == 5
+
+
 # ---------------------------------------------------------------------- scoring --
 def test_the_improvement_favours_a_likely_faster_rival_within_the_cap():
     cost = np.array([100.0, 80.0, 80.0, 200.0])
