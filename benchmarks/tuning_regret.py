@@ -381,6 +381,10 @@ def summarise(rows: list[dict]) -> pd.DataFrame:
     df["pick_penalty_pct"] = 100 * (df.pick_s / df.oracle_s - 1)
     df["over_cap_pct"] = 100 * df.over_cap_s / df.explore_s.clip(lower=1e-12)
     df["pick_over_cap_1w"] = df.pick_w > df.cap_w + 1
+    # lost to exploration until the pick: the run beyond what the pick itself needs
+    # for the whole job (offline: the profiling, which trains nothing)
+    df["explore_loss_min"] = (df.time_s - df.pick_s) / 60
+    df["explore_loss_kj"] = (df.energy_j - df.pick_s * df.pick_w) / 1e3
     # the twin's MobileNetV3 is one of decide's tolerance-tuning workloads
     df["split"] = np.where(df.workload.isin(TUNING), "tuning", "held-out")
     g = df.groupby(["source", "split", "setting", "strategy"], sort=False)
@@ -391,6 +395,8 @@ def summarise(rows: list[dict]) -> pd.DataFrame:
         energy_regret_pct_median=("energy_regret_pct", "median"),
         pick_penalty_pct_median=("pick_penalty_pct", "median"),
         explore_min_median=("explore_min", "median"),
+        explore_loss_min_median=("explore_loss_min", "median"),
+        explore_loss_kj_median=("explore_loss_kj", "median"),
         explore_over_cap_pct_median=("over_cap_pct", "median"),
         picks_over_cap_1w_pct=("pick_over_cap_1w", lambda x: 100 * x.mean()),
         minibatches_to_pick_median=("to_pick", "median"),
@@ -411,7 +417,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.show:
         saved = json.loads(open(args.show).read())
-        print(summarise(saved["rows"]).to_string())
+        with pd.option_context("display.width", 400):
+            print(summarise(saved["rows"]).to_string())
         return saved
     t0 = time.time()
     rows: list[dict] = []
