@@ -107,6 +107,17 @@ def test_a_lightning_run_that_fails_restores_the_board(tmp_path, reference):
     assert b.errored >= 1 and b.closed == 1
 
 
+def test_a_lightning_run_on_the_fake_nvml_sets_limits_and_restores(tmp_path):
+    from powertrain.integrations.lightning import PowerTrainCallback
+
+    fake = FakeNvml(setters=True)
+    cb = PowerTrainCallback(
+        nvml_board(fake), gpu_reference(), 200.0, budget=6, minibatches=5, transfer_options=QUICK
+    )
+    lightning_run(tmp_path, cb, steps=60)
+    assert len(fake.sets) >= 2 and fake.limit_mw == 700_000 and not fake.up
+
+
 def test_lightning_on_a_board_it_cannot_control_warns_once(tmp_path):
     from powertrain.integrations.lightning import PowerTrainCallback
 
