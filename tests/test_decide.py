@@ -296,7 +296,12 @@ def test_the_fleet_spec_names_a_strategy():
     )
     spec = parse_spec(text.format("active"), source="x.toml")
     assert spec.strategy == "active" and spec.cases()[0].strategy == "active"
-    assert parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml").strategy == "random"
+    # by default a twin case decides with the board in the loop; plain = true: the paper's
+    # plain picks (random samples, no margin)
+    default = parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml")
+    assert (default.strategy, default.margin_sigma) == ("active", None)
+    plain = parse_spec(text.replace('strategy = "{}"', "plain = true"), "x.toml")
+    assert (plain.strategy, plain.margin_sigma) == ("random", 0.0)
     with pytest.raises(SpecError, match="strategy.*must be one of random, stratified, active"):
         parse_spec(text.format("greedy"), source="x.toml")
 
