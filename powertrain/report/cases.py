@@ -67,6 +67,13 @@ def _samples_from_csv(path: Path, case: Case, shown: str | None = None) -> pd.Da
                 f"{where}: column 'device' holds {', '.join(found) or 'nothing'}, not the "
                 f"case's device {case.device!r}"
             )
+    if "workload" in df.columns:  # samples of another job would transfer the wrong workload
+        found = sorted(df["workload"].dropna().astype(str).unique())
+        if found != [case.workload]:
+            raise DataError(
+                f"{where}: column 'workload' holds {', '.join(found) or 'nothing'}, not the "
+                f"case's workload {case.workload!r}"
+            )
     if "batch_size" in df.columns:
         df = df[df["batch_size"] == case.batch_size]
         if df.empty:
