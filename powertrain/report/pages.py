@@ -385,7 +385,7 @@ def index_page(spec: FleetSpec, summaries: list[dict]) -> str:
         )
     warn = (
         f'<p class="over">&#9888; {flagged} pick(s) draw more than their cap on the twin: '
-        "confirm them on the board (strategy = \"active\") or raise margin_sigma in the spec.</p>"
+        'confirm them on the board (strategy = "active") or raise margin_sigma in the spec.</p>'
         if flagged
         else ""
     )
