@@ -11,7 +11,7 @@ from synthetic import synthetic_corpus
 import powertrain as pt
 from powertrain.cli import main
 
-pytestmark = pytest.mark.slow
+# slow tests are marked one by one: the rest are part of `make test-fast`
 
 torch.set_num_threads(1)
 
@@ -26,6 +26,7 @@ def files(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow  # trains a reference: ~3 s
 def test_fit_transfer_predict(files, capsys):
     d = files
     assert main(["fit", str(d / "corpus.csv"), "-o", str(d / "ref"), "--epochs", "3", "-q"]) == 0
