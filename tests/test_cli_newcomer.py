@@ -182,6 +182,7 @@ def test_modes_are_written_with_integer_counts(capsys):
     assert table.cores.str.isdigit().all(), table
 
 
+@pytest.mark.slow  # a fit in a subprocess: ~30 s under load
 def test_fit_writes_no_progress_bar_into_a_redirected_stderr(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "powertrain", "fit", "v100_bert-squad", "-o", str(tmp_path / "m")]
@@ -271,6 +272,7 @@ def test_help_defaults_read_from_the_source_match_the_library():
     assert seen >= 8
 
 
+@pytest.mark.slow  # imports every module in a subprocess: ~17 s under load
 def test_the_lazy_package_root_gives_every_public_name():
     """Each name of powertrain.__all__ resolves; decide and follow stay the functions after
     the modules defining them are imported."""
