@@ -32,7 +32,7 @@ class TwinBackend(Backend):
     def check_modes(self, modes: pd.DataFrame, source: str = "modes") -> pd.DataFrame:
         """The device's settings, and its vendor presets exactly as defined (the twin runs
         them, gated TPCs and clocks outside the custom-mode tables included)."""
-        return self.device.validate(modes, source=source, batch_size=True, presets=True)
+        return self.twin.device.validate(modes, source=source, batch_size=True, presets=True)
 
     def configure(self, config: Mapping[str, float]) -> None:
         self.twin.configure(config)
