@@ -67,7 +67,7 @@ ABOUT = {
     "(`benchmarks/speed.py`).",
     "select_margin": "The default margin of prediction-only picks "
     "(`benchmarks/select_margin.py`): V100 traces are the tuning split, A40 is held out; "
-    "the smallest margin with no tuning pick over cap + 1 W is the default.",
+    "the smallest margin with the fewest tuning picks over cap + 1 W is the default.",
 }
 
 
