@@ -49,7 +49,7 @@ check: lint typecheck
 # The API reference from the docstrings (site/); --strict: a broken reference fails
 docs: setup
 	$(BIN)/python -m pip install -q -e ".[docs]"
-	$(BIN)/python tools/results_page.py --check  # docs/results.md from benchmarks/results
+	$(BIN)/python tools/results_page.py  # docs/results.md from benchmarks/results/*.json
 	$(BIN)/mkdocs build --strict
 
 # One run regenerates everything the results depend on, in order, so benchmarks/results/

@@ -46,6 +46,14 @@ def test_select_keeps_the_safe_margin_on_predictions_and_says_how():
     assert measured.power_w == 28.0 and measured.attrs["how"] == "predicted"
 
 
+def test_the_select_help_states_the_library_default_margin(capsys):
+    with pytest.raises(SystemExit):
+        main(["select", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default: {SAFE_K_SIGMA:g} on a table with power_w_std" in text
+    assert "--plain" in text
+
+
 @pytest.mark.slow  # a transfer: about 10 s
 def test_simulate_on_a_device_outside_the_catalog_feeds_every_later_command(tmp_path):
     samples = tmp_path / "s.csv"
