@@ -4,12 +4,15 @@
 #   make check  - what CI checks before the tests: ruff, ruff format, the type checker
 #   make docs   - the API reference site from the docstrings (site/index.html)
 # On a Jetson, install NVIDIA's torch wheel first and run with TORCH= (keeps your torch).
+# The CPU-only torch wheel (about 200 MB instead of the CUDA build's 2.6 GB on Linux):
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c  # a failing benchmark fails `make bench` despite `| tee`
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 BIN := $(VENV)/bin
 TRAIN_REFERENCE ?= tools/train_reference.py
 
@@ -17,7 +20,7 @@ TRAIN_REFERENCE ?= tools/train_reference.py
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(if $(TORCH),$(BIN)/python -m pip install -q "$(TORCH)")
+	$(if $(TORCH),$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)))
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
@@ -46,6 +49,7 @@ check: lint typecheck
 # The API reference from the docstrings (site/); --strict: a broken reference fails
 docs: setup
 	$(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/python tools/results_page.py  # docs/results.md from benchmarks/results/*.json
 	$(BIN)/mkdocs build --strict
 
 # One run regenerates everything the results depend on, in order, so benchmarks/results/
@@ -65,6 +69,8 @@ bench: setup
 	$(BIN)/python benchmarks/frequency.py --json $(RESULTS)/frequency.json | tee $(RESULTS)/frequency.txt
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
+	$(BIN)/python benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
+	$(BIN)/python tools/results_page.py
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

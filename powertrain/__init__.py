@@ -84,8 +84,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    # the lazy names too, so tab completion and dir(pt) list the whole API
-    return sorted(set(globals()) | set(__all__))
+    # the public API only (lazy names included), so tab completion shows what to use,
+    # not the module's own imports and helpers
+    return sorted(__all__)
 
 
 __all__ = [

@@ -21,6 +21,12 @@ from .schema import check_columns
 TIME_COLUMNS = ("time_ms", "epoch_s")
 #: the power column every table carries
 POWER_COLUMN = "power_w"
+#: the margin, in predicted standard deviations of power, that a prediction-only pick gets
+#: by default where a user meets it (``pt.select``, ``powertrain select``, the demo, fleet
+#: reports), on top of the power guard (``power_w_max``). Chosen by
+#: benchmarks/select_margin.py on real traces: the smallest margin with the fewest V100
+#: picks (the tuning split) more than 1 W over their cap; A40 is held out (docs: Results).
+SAFE_K_SIGMA = 3.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,21 @@ def fastest_under(
     if not float(guard.iloc[best]) <= power_cap_w:
         raise AssertionError(f"fastest_under picked row {best + 1} above the {power_cap_w} W cap")
     return est.iloc[best]
+
+
+def safe_k_sigma(est: pd.DataFrame, k_sigma: float | None, power: str = POWER_COLUMN) -> float:
+    """``k_sigma`` as given; None: :data:`SAFE_K_SIGMA` where ``est`` carries a predicted
+    spread (``power_w_std``), else 0 (a measured table has no spread to keep)."""
+    if k_sigma is not None:
+        return _number("k_sigma", k_sigma)
+    return SAFE_K_SIGMA if f"{power}_std" in est.columns else 0.0
+
+
+def how_picked(k_sigma: float, margin_w: float = 0.0) -> str:
+    """How a prediction-only pick was made, in the words every surface prints."""
+    parts = [f"{k_sigma:g} sigma"] if k_sigma > 0 else []
+    parts += [f"{margin_w:g} W"] if margin_w > 0 else []
+    return f"predicted with a margin ({' + '.join(parts)})" if parts else "predicted"
 
 
 def _number(name: str, value: object, positive: bool = False) -> float:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .batch_efficiency import RSource, load_r
 from .errors import DataError, NoFeasibleModeError
-from .optimise import _number, columns_of, fastest_under
+from .optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
 
 OBJECTIVES = ("time", "energy")
 
@@ -73,10 +73,15 @@ def select(
     objective: str = "time",
     deadline_s: float | None = None,
     margin_w: float = 0.0,
-    k_sigma: float = 0.0,
+    k_sigma: float | None = None,
 ) -> pd.Series:
     """The (batch size, power mode) row minimising time (or energy) to accuracy whose
     predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
+
+    ``k_sigma=None`` (default) keeps :data:`~powertrain.optimise.SAFE_K_SIGMA` predicted
+    sigmas below the cap when the table has a ``power_w_std`` column (a prediction), none
+    on a measured table; ``k_sigma=0`` is the paper's plain pick. The pick's
+    ``attrs["how"]`` says which: ``"predicted with a margin (3 sigma)"`` or ``"predicted"``.
 
     ``deadline_s`` (needs r with absolute ``samples``, or ``epochs`` for a per-epoch
     table) keeps only rows that reach the target in time — with ``objective="energy"``
@@ -105,7 +110,10 @@ def select(
     # deterministic ties: cost, then power, then batch size, then the original order
     keys = (est["batch_size"].to_numpy(), est[cols.power].to_numpy(), est[cost].to_numpy())
     order = np.lexsort((np.arange(len(est)), *keys))
-    return fastest_under(
+    k_sigma = safe_k_sigma(est, k_sigma, cols.power)
+    pick = fastest_under(
         est.iloc[order], power_cap_w, margin_w=margin_w, k_sigma=k_sigma, time=cost,
         power=cols.power,
     )  # fmt: skip
+    pick.attrs["how"] = how_picked(k_sigma, margin_w)
+    return pick

@@ -17,7 +17,7 @@ from powertrain.batch_efficiency import (
 from powertrain.cli import main
 from powertrain.errors import DataError, NoFeasibleModeError
 
-pytestmark = pytest.mark.slow
+# slow tests are marked one by one: the rest are part of `make test-fast`
 
 
 def test_sqrt_scaling_and_eq3_normalisation():
@@ -65,6 +65,7 @@ def test_corrupt_or_foreign_cache_is_recomputed_with_a_warning(tmp_path):
     assert len(calls) == 3
 
 
+@pytest.mark.slow  # real proxy training (digits CNN): ~5 s
 def test_real_proxy_training_is_reproducible_and_unreachable_targets_say_so():
     a = digits_samples_to_target(32, seed=0, target_accuracy=0.8, max_samples=20_000)
     b = digits_samples_to_target(32, seed=0, target_accuracy=0.8, max_samples=20_000)

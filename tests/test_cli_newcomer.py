@@ -14,6 +14,7 @@ import pytest
 
 from powertrain.cli import build_parser, main
 from powertrain.cli.args import join_list_values
+from powertrain.optimise import SAFE_K_SIGMA
 
 HEAVY = ("torch", "sklearn", "scipy")
 
@@ -135,11 +136,21 @@ def test_select_picks_on_a_gpu_models_own_time_target(v100_model, tmp_path, caps
     argv = ["predict", "-m", str(v100_model), "--device", "v100", "-b", "16", "32"]
     assert main([*argv, "-o", str(est)]) == 0
     capsys.readouterr()
-    assert main(["select", str(est), "--power-cap", "200"]) == 0
-    best = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert main(["select", str(est), "--power-cap", "200", "--plain"]) == 0
+    out = capsys.readouterr()
+    best = pd.read_csv(io.StringIO(out.out))
     table = pd.read_csv(est)
     ok = table[table.power_w <= 200]
     assert best.epoch_s.iloc[0] == pytest.approx(ok.epoch_s.min(), rel=1e-5)
+    assert "pick under 200 W: predicted\n" in out.err
+    # by default a prediction keeps SAFE_K_SIGMA sigmas below the cap (or the power guard)
+    assert main(["select", str(est), "--power-cap", "200"]) == 0
+    out = capsys.readouterr()
+    safe = pd.read_csv(io.StringIO(out.out)).iloc[0]
+    guarded = min(safe.power_w + SAFE_K_SIGMA * safe.power_w_std, safe.power_w_max)
+    assert guarded <= 200
+    assert f"predicted with a margin ({SAFE_K_SIGMA:g} sigma)" in out.err
+    assert main(["select", str(est), "--power-cap", "200", "--plain", "--k-sigma", "1"]) == 1
     assert main(["select", str(est), "--power-cap", "200", "--time", "power_w_std"]) == 0
     assert main(["select", str(est), "--power-cap", "200", "--time", "nope"]) == 1
     assert "--time nope: no such column" in capsys.readouterr().err
@@ -171,6 +182,7 @@ def test_modes_are_written_with_integer_counts(capsys):
     assert table.cores.str.isdigit().all(), table
 
 
+@pytest.mark.slow  # a fit in a subprocess: ~30 s under load
 def test_fit_writes_no_progress_bar_into_a_redirected_stderr(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "powertrain", "fit", "v100_bert-squad", "-o", str(tmp_path / "m")]
@@ -260,6 +272,7 @@ def test_help_defaults_read_from_the_source_match_the_library():
     assert seen >= 8
 
 
+@pytest.mark.slow  # imports every module in a subprocess: ~17 s under load
 def test_the_lazy_package_root_gives_every_public_name():
     """Each name of powertrain.__all__ resolves; decide and follow stay the functions after
     the modules defining them are imported."""

@@ -70,6 +70,7 @@ SMALL = "nano_resnet18-cifar_batchgrid"
 MEASURED = (".csv", ".minibatches.csv.gz", ".power.csv.gz")
 
 
+@pytest.mark.slow  # profiles a corpus twice: ~6 s under load
 def test_regenerating_a_small_corpus_twice_gives_the_same_bytes(tmp_path):
     for run in ("a", "b"):
         make_corpora.generate(SMALL, out_dir=tmp_path / run)

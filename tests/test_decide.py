@@ -11,7 +11,7 @@ from powertrain.corpora import load_corpus
 from powertrain.decision import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
-pytestmark = pytest.mark.slow
+# slow tests are marked one by one: the rest are part of `make test-fast`
 
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: a quick transfer: these tests check the loop's contract, not the model's accuracy
@@ -95,6 +95,7 @@ def test_win_probability_favours_the_rival_likely_faster_and_within_the_cap():
 
 
 # ------------------------------------------------------------------- the contract --
+@pytest.mark.slow  # a decision on the twin from a fresh reference transfer: ~10 s
 def test_the_pick_is_measured_under_the_cap_with_its_measured_values(table, reference):
     board = ReplayBackend(table)
     caps = [20.0, 30.0, 3.0]
@@ -172,6 +173,7 @@ def test_the_loop_stops_early_once_no_unmeasured_configuration_can_win(table, re
     assert d.pick().time == best  # every configuration fits: the fastest was measured
 
 
+@pytest.mark.slow  # many rounds of transfers: ~4 s
 def test_a_stable_pick_stops_the_loop(table, reference):
     """With confidence out of reach the loop still stops once the picks stop changing and
     no challenger is expected to improve on them by more than the tolerance."""
@@ -296,7 +298,12 @@ def test_the_fleet_spec_names_a_strategy():
     )
     spec = parse_spec(text.format("active"), source="x.toml")
     assert spec.strategy == "active" and spec.cases()[0].strategy == "active"
-    assert parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml").strategy == "random"
+    # by default a twin case decides with the board in the loop; plain = true: the paper's
+    # plain picks (random samples, no margin)
+    default = parse_spec(text.replace('strategy = "{}"\n', ""), "x.toml")
+    assert (default.strategy, default.margin_sigma) == ("active", None)
+    plain = parse_spec(text.replace('strategy = "{}"', "plain = true"), "x.toml")
+    assert (plain.strategy, plain.margin_sigma) == ("random", 0.0)
     with pytest.raises(SpecError, match="strategy.*must be one of random, stratified, active"):
         parse_spec(text.format("greedy"), source="x.toml")
 

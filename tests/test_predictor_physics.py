@@ -40,6 +40,7 @@ def _steps(est, x_free=5.0):
     return np.diff(est.predict(grid))
 
 
+@pytest.mark.slow  # trains two networks: ~6 s under load
 def test_an_unconstrained_net_dips_and_a_monotone_one_cannot():
     X, y = _wavy()
     free = PowerTrainMLP(**SMALL).fit(X, y)
@@ -67,6 +68,7 @@ def test_a_transfer_keeps_the_contract_even_on_samples_that_break_it():
     assert _ridge(F, ys, np.array([1, 0]))[0] == 0
 
 
+@pytest.mark.slow  # trains references: ~20 s under load
 def test_the_predictor_takes_the_directions_from_the_device_spec():
     grid = pt.get_device("orin-agx").profiling_grid().sample(300, random_state=0)
     corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
@@ -90,6 +92,7 @@ def test_the_predictor_takes_the_directions_from_the_device_spec():
     assert plain.heads_["power_w"].monotonic_cst is None
 
 
+@pytest.mark.slow  # trains two references: ~20 s under load
 def test_by_default_nothing_is_constrained_and_a_bad_setting_is_named():
     grid = pt.get_device("orin-agx").profiling_grid().sample(200, random_state=1)
     corpus = synthetic_corpus(grid, "a").assign(device="orin-agx")
@@ -148,6 +151,7 @@ def test_gpu_power_is_monotone_in_the_limit_and_clipped_near_it(tmp_path):
     np.testing.assert_array_equal(again.power_w.to_numpy(), est.power_w.to_numpy())
 
 
+@pytest.mark.slow  # trains a monotone reference: ~40 s under load
 def test_a_transfer_of_a_power_monotone_reference_is_monotone_on_every_mode():
     """The flow users run, with the constraint asked for: a reference fitted with
     ``monotone=("power_w",)`` and every transfer of it predict power that never falls as

@@ -12,6 +12,7 @@ import pytest
 import powertrain as pt
 from powertrain.cli import main
 from powertrain.errors import PowerTrainError, SpecError
+from powertrain.optimise import SAFE_K_SIGMA
 from powertrain.report.cases import steps_per_epoch
 from powertrain.report.folder import ReportError, connect
 from powertrain.report.spec import load_spec, parse_spec
@@ -72,13 +73,20 @@ def test_report_pages_and_picks_agree_with_the_estimates(small_report):
         steps = steps_per_epoch("mobilenetv3", 16)
         assert est["epoch_s"].to_numpy() == pytest.approx(est["time_ms"] * steps / 1000)
         assert {"time_ms_std", "power_w_std", "batch_size"} <= set(picks.columns)
+        samples = pd.read_csv(folder / "samples.csv")
+        samples["epoch_s"] = samples["time_ms"] * steps / 1000
+        samples["epoch_kj"] = samples["power_w"] * samples["epoch_s"] / 1000
         for cap, row in zip([12, 25, 40], picks.itertuples()):
             assert row.power_cap_w == cap
-            under = est[est["power_w"] <= cap]
-            if under.empty:
+            if row.how == "confirmed":  # the best measured whose power + its spread fits
+                pool = samples[samples["power_w"] + samples["power_w_std"] <= cap]
+            else:  # predicted with the default margin of SAFE_K_SIGMA sigmas
+                assert row.how == f"predicted with a margin ({SAFE_K_SIGMA:g} sigma)"
+                pool = est[est["power_w"] + SAFE_K_SIGMA * est["power_w_std"] <= cap]
+            if pool.empty:
                 assert pd.isna(row.cores)
                 continue
-            best = under.loc[under[col].idxmin()]
+            best = pool.loc[pool[col].idxmin()]
             assert (row.cores, row.cpu_mhz, row.gpu_mhz, row.mem_mhz) == (
                 best.cores,
                 best.cpu_mhz,
@@ -86,8 +94,9 @@ def test_report_pages_and_picks_agree_with_the_estimates(small_report):
                 best.mem_mhz,
             )
             assert row.power_w <= cap
-            # the index shows that configuration exactly as the device has it
+            # the index shows that configuration exactly as the device has it, and how
             assert f"CPU {best.cpu_mhz:.10g} / GPU {best.gpu_mhz:.10g}" in index
+        assert (picks["how"] == "confirmed").any()  # the twin is a board: picks confirmed
         summary = json.loads((folder / "case.json").read_text())
         assert summary["samples"] == 20 and summary["source"] == "twin"
     assert any(p.name == "index.html" for p in result.files)

@@ -44,13 +44,18 @@ class ReplayBackend(Backend):
 
     Parameters
     ----------
-    table: one row per configuration with the configuration columns and the measured
+    table
+        one row per configuration with the configuration columns and the measured
         targets (rows of the same configuration are averaged).
-    device: catalog id, spec or Device; default: the table's ``device`` column. Its
+    device
+        catalog id, spec or Device; default: the table's ``device`` column. Its
         ``config_columns`` (knobs + ``batch_size``) identify a configuration.
-    config_columns: the configuration columns when the device is not in the catalog.
-    targets: the measured columns; default ``time_ms`` (else ``epoch_s``) and ``power_w``.
-    seconds_per_config: board time charged per measured configuration; default the
+    config_columns
+        the configuration columns when the device is not in the catalog.
+    targets
+        the measured columns; default ``time_ms`` (else ``epoch_s``) and ``power_w``.
+    seconds_per_config
+        board time charged per measured configuration; default the
         table's ``profile_s`` where it has one, else 60 s.
     """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
+import pandas as pd
 
 from ..twin import Twin
 from .base import Backend
@@ -27,6 +28,11 @@ class TwinBackend(Backend):
 
     def __repr__(self) -> str:
         return f"TwinBackend({self.twin!r})"
+
+    def check_modes(self, modes: pd.DataFrame, source: str = "modes") -> pd.DataFrame:
+        """The device's settings, and its vendor presets exactly as defined (the twin runs
+        them, gated TPCs and clocks outside the custom-mode tables included)."""
+        return self.twin.device.validate(modes, source=source, batch_size=True, presets=True)
 
     def configure(self, config: Mapping[str, float]) -> None:
         self.twin.configure(config)

@@ -21,22 +21,17 @@ FRONT_COLUMNS = [
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import base64
-
     import numpy as np
-    import pandas as pd
 
     from .. import get_device
     from ..errors import NoFeasibleModeError
-    from ..evaluate import cap_sweep
-    from ..metrics import mape
-    from ..report.figures import figure_png, new_figure, plot_time_power
-    from ..report.pages import case_page_html, table_html
+    from ..optimise import SAFE_K_SIGMA
     from ..twin import Twin
-    from ..workflow import pick_per_cap, run_case
+    from ..workflow import run_case
 
     out = Path(args.out)
     dev = get_device(args.device)
+    args.k_sigma = SAFE_K_SIGMA if args.k_sigma is None else args.k_sigma
     say = print if not args.quiet else (lambda *a, **k: None)
     modes = dev.power_modes()
     lowest = Twin(dev.spec, args.workload, seed=args.seed).expected(modes, args.batch_size)
@@ -46,114 +41,211 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"{dev.name} mode for {args.workload} is {lowest['power_w'].min():.1f} W"
         )
     out.mkdir(parents=True, exist_ok=True)
-
     n_refine = min(args.refine, max(args.samples - 10, 0))
-    n_random = args.samples - n_refine
     lo, hi = args.sweep
     say(
-        f"profiling {n_random} random modes of {args.workload} (batch {args.batch_size}) on "
-        f"the {dev.name} digital twin, transferring {args.reference}"
+        f"profiling {args.samples - n_refine} random modes of {args.workload} (batch "
+        f"{args.batch_size}) on the {dev.name} digital twin, transferring {args.reference}"
         + (f", then profiling the {n_refine} modes it would pick under {lo:g}-{hi:g} W" if
            n_refine else "")
         + f", and predicting all {len(modes):,} modes ..."
     )  # fmt: skip
     run = run_case(
-        dev,
-        args.workload,
-        batch_size=args.batch_size,
-        reference=args.reference,
-        n_samples=args.samples,
-        refine=n_refine,
-        refine_range=(lo, hi),
-        modes=modes,
+        dev, args.workload, batch_size=args.batch_size, reference=args.reference,
+        n_samples=args.samples, refine=n_refine, refine_range=(lo, hi), modes=modes,
         observed=True,  # profiled modes at what the board measured
-        truth=True,
-        seed=args.seed,
-        progress=progress_flag(args),
-    )
-    for note in run.notes:  # e.g. modes outside the reference's grid
-        say(f"   note: {note}")
-    samples, est, truth, front = run.samples, run.estimates, run.truth, run.front
-    assert truth is not None
-    samples.to_csv(out / "samples.csv", index=False)
-    est.to_csv(out / "estimates.csv", index=False)
-    front.to_csv(out / "pareto_front.csv", index=False)
-    profiled_min = samples["profile_s"].sum() / 60
-    feasible_truth = truth[truth["power_w"] <= args.power_cap]
-    optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
-    summary = {
-        "device / workload": f"{dev.name} / {args.workload} (batch {args.batch_size})",
-        "profiled modes": f"{len(samples)} ({n_random} random + {len(samples) - n_random} "
-        f"refined; {profiled_min:.1f} min of board time)",
-        "reference model": args.reference,
-        "transfer time": f"{run.seconds['transfer']:.2f} s",
-        f"predict {len(modes):,} modes": f"{run.seconds['predict']:.3f} s",
-        "time MAPE (all modes vs twin)": f"{mape(truth['time_ms'], est['time_ms']):.1f} %",
-        "power MAPE (all modes vs twin)": f"{mape(truth['power_w'], est['power_w']):.1f} %",
-        "Pareto front": f"{len(front)} modes",
-        "power cap": f"{args.power_cap:g} W",
-        "true optimum under cap": f"{optimum['time_ms']:.1f} ms at {optimum['power_w']:.1f} W",
-    }
-    # the plain pick, and one that keeps a margin of k predicted standard deviations
+        truth=True, seed=args.seed, progress=progress_flag(args),
+    )  # fmt: skip
+    assert run.truth is not None
+    picks = _predicted_picks(run, args)
+    if args.confirm:
+        say(f"confirming on the board: up to {args.confirm} more measurements near the cap ...")
+        picks.insert(0, _confirmed_pick(run, dev, args))
+    caps = [float(c) for c in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)]
+    _write_outputs(out, run, dev, args, picks, caps, say)
+    return 0
+
+
+#: what the demo says to do about each kind of note the transfer raised
+_ADVICE = {
+    "extrapolation": "the confirmed pick is measured, so it does not rest on these rows; "
+    "for prediction-only picks there, profile more modes (--samples) or keep the margin",
+    "repeated": "nothing to do: repeated measurements of one mode were averaged",
+}
+
+
+def _advice(note: str) -> str:
+    """A note of the transfer with what to do about it."""
+    for key, what in _ADVICE.items():
+        if key in note:
+            return f"{note}. What to do: {what}."
+    return f"{note}. What to do: check the samples it names (samples.csv)."
+
+
+def _predicted_picks(run, args: argparse.Namespace) -> list:
+    """The prediction-only picks under the cap: with the margin, then the paper's plain one."""
+    from ..errors import NoFeasibleModeError
+    from ..optimise import how_picked
+    from ..workflow import pick_per_cap
+
+    board_min = run.samples["profile_s"].sum() / 60
     picks = []
-    for label, k in (("chosen", 0.0), (f"chosen with {args.k_sigma:g} sigma margin", args.k_sigma)):
-        pick = pick_per_cap(est, [args.power_cap], k_sigma=k, truth=truth, model=run.model).iloc[0]
+    for k in (args.k_sigma, 0.0):
+        pick = pick_per_cap(
+            run.estimates, [args.power_cap], k_sigma=k, truth=run.truth, model=run.model
+        ).iloc[0]
         if not pick["feasible"]:
             raise NoFeasibleModeError(
                 f"no configuration is predicted to fit under {args.power_cap:g} W"
-                + (f" with a {k:g} sigma margin" if k else "")
+                + (f" with a {k:g} sigma margin (--k-sigma 0: the plain pick)" if k else "")
             )
-        picks.append(pick.rename(label))
-        summary[label] = ", ".join(f"{c}={pick[c]:.10g}" for c in dev.knobs)
-        summary[f"{label}: predicted"] = f"{pick['time_ms']:.1f} ms at {pick['power_w']:.1f} W"
-        summary[f"{label}: true"] = (
-            f"{pick['true_time_ms']:.1f} ms at {pick['true_power_w']:.1f} W "
-            f"({pick['penalty_pct']:+.1f} % time vs optimum, {pick['over_cap_w']:+.1f} W vs cap)"
-        )
-    caps = [float(c) for c in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)]
+        how = how_picked(k) + ("" if k else " (the paper's plain pick)")
+        picks.append(pick.to_dict() | {"name": how, "how sure": "", "board_min": board_min})
+        if args.k_sigma == 0:
+            break
+    return picks
+
+
+def _confirmed_pick(run, dev, args: argparse.Namespace) -> dict:
+    """``pt.decide`` on the twin, starting from the samples already measured."""
+    import numpy as np
+
+    from ..decision import decide
+    from ..errors import NoFeasibleModeError
+    from ..twin import Twin
+    from ..workflow import load_reference
+
+    board = Twin(dev.spec, args.workload, seed=args.seed)
+    d = decide(
+        board, load_reference(args.reference), args.power_cap, budget=args.confirm,
+        samples=run.samples, batch_size=args.batch_size, seed=args.seed,
+    )  # fmt: skip
+    p = d.pick()
+    if p.config is None:
+        raise NoFeasibleModeError(f"nothing measured fits under {args.power_cap:g} W: {p.reason}")
+    est = run.estimates
+    same = (est[c].to_numpy() == v for c, v in p.config.items() if c in est.columns)
+    hit = run.truth[np.logical_and.reduce(list(same))]
+    true_t, true_p = (hit.iloc[0]["time_ms"], hit.iloc[0]["power_w"]) if len(hit) else (None, None)
+    feasible = run.truth[run.truth["power_w"] <= args.power_cap]
+    best = feasible["time_ms"].min()
+    board_min = (run.samples["profile_s"].sum() + d.board_s) / 60
+    return {
+        **p.config, "power_cap_w": args.power_cap, "time_ms": p.time, "power_w": p.power_w,
+        "true_time_ms": true_t, "true_power_w": true_p,
+        "penalty_pct": (true_t / best - 1) * 100 if true_t else None,
+        "over_cap_w": true_p - args.power_cap if true_p else None,
+        "how sure": f"{p.confidence:.0%}", "board_min": board_min,
+        "name": f"confirmed on the board ({d.n_measured} more measured, stop: {d.stop_reason})",
+    }  # fmt: skip
+
+
+def _answer(picks: list, knobs) -> str:
+    """The answer first: each pick side by side with its time, power, how sure, cost."""
+    import pandas as pd
+
+    from ..report.pages import mode_text, table_html
+
+    rows = {
+        "configuration": [mode_text(p, [*knobs, "batch_size"]) for p in picks],
+        "time per minibatch (ms)": [p["time_ms"] for p in picks],
+        "power (W)": [p["power_w"] for p in picks],
+        "how sure": [p["how sure"] or "prediction" for p in picks],
+        "board minutes": [p["board_min"] for p in picks],
+        "true time vs optimum (%)": [p["penalty_pct"] for p in picks],
+        "true power vs cap (W)": [p["over_cap_w"] for p in picks],
+    }
+    table = pd.DataFrame(rows, index=[p["name"] for p in picks]).T.rename_axis("").reset_index()
+    return table_html(table)
+
+
+def _details(run, dev, args: argparse.Namespace, caps: list) -> dict:
+    """The facts behind the answer: accuracy, cost, and how the model does over a sweep."""
+    from ..evaluate import cap_sweep
+    from ..metrics import mape
+
+    est, truth = run.estimates, run.truth
+    details = {
+        "device / workload": f"{dev.name} / {args.workload} (batch {args.batch_size})",
+        "profiled modes": f"{len(run.samples)} (board time "
+        f"{run.samples['profile_s'].sum() / 60:.1f} min)",
+        "reference model": args.reference,
+        "transfer time": f"{run.seconds['transfer']:.2f} s",
+        "predict time": f"{run.seconds['predict']:.3f} s for {len(est):,} modes",
+        "time MAPE (all modes vs twin)": f"{mape(truth['time_ms'], est['time_ms']):.1f} %",
+        "power MAPE (all modes vs twin)": f"{mape(truth['power_w'], est['power_w']):.1f} %",
+        "Pareto front": f"{len(run.front)} modes",
+    }
     for label, k in (("plain", 0.0), (f"{args.k_sigma:g} sigma", args.k_sigma)):
         _, sweep = cap_sweep(est, truth, caps, k_sigma=k)
-        summary[f"cap sweep {lo:g}-{hi:g} W ({label})"] = (
+        details[f"prediction-only over {caps[0]:g}-{caps[-1]:g} W ({label})"] = (
             f"median time penalty {sweep['penalty_median_pct']:.1f} % "
             f"(Q1-Q3 {sweep['penalty_q1_pct']:.1f}-{sweep['penalty_q3_pct']:.1f}), "
-            f"A/L+1 {sweep['above_limit_1w_pct']:.0f} % of {sweep['caps']} caps"
+            f"{sweep['above_limit_1w_pct']:.0f} % of {sweep['caps']} caps more than 1 W over"
         )
+    for i, note in enumerate(run.notes, 1):
+        details[f"note {i}"] = _advice(note)
+    return details
+
+
+def _write_outputs(out: Path, run, dev, args, picks: list, caps: list, say) -> None:
+    """report.html (answer, plot, details), time_power.png and the CSVs behind them."""
+    import base64
+
+    import pandas as pd
+
+    from ..report.figures import figure_png, new_figure, plot_time_power
+    from ..report.pages import facts_html, render_page, table_html
+
+    run.samples.to_csv(out / "samples.csv", index=False)
+    run.estimates.to_csv(out / "estimates.csv", index=False)
+    run.front.to_csv(out / "pareto_front.csv", index=False)
+    details = _details(run, dev, args, caps)
     ax = plot_time_power(
-        est,
-        front=front,
-        chosen=picks[0],
-        power_cap_w=args.power_cap,
-        truth=truth,
-        samples=samples,
-        title=f"{dev.name} / {args.workload}: predicted from {len(samples)} profiled modes",
-        ax=new_figure()[1],
-    )
+        run.estimates, front=run.front, chosen=pd.Series(picks[0]), power_cap_w=args.power_cap,
+        truth=run.truth, samples=run.samples, ax=new_figure()[1],
+        title=f"{dev.name} / {args.workload}: predicted from {len(run.samples)} profiled modes",
+    )  # fmt: skip
     png = figure_png(ax)
     (out / "time_power.png").write_bytes(png)
-    table = pd.DataFrame(picks).rename_axis("pick").reset_index()
-    shown = ["pick", "power_cap_w", *dev.knobs, "batch_size", "time_ms", "time_ms_std",
-             "power_w", "power_w_std", "true_time_ms", "true_power_w", "over_cap_w",
-             "penalty_pct"]  # fmt: skip
-    front_table = table_html(front[[c for c in FRONT_COLUMNS if c in front.columns]])
-    page = case_page_html(
-        f"PowerTrain demo: {dev.name} / {args.workload}",
-        summary,
-        "data:image/png;base64," + base64.b64encode(png).decode(),
-        "Grey: what the twin truly does; blue: predicted for every mode; green: the profiled "
-        "modes; orange: the predicted Pareto front; red: the cap and the pick.",
-        table[[c for c in shown if c in table.columns]],
-        sections=[("The predicted Pareto front, mode by mode", front_table)],
+    front = run.front[[c for c in FRONT_COLUMNS if c in run.front.columns]]
+    body = (
+        f"<h2>The pick under {args.power_cap:g} W</h2>{_answer(picks, dev.knobs)}"
+        f'<h2>Pareto front</h2><p><img alt="Pareto front" style="max-width:100%;width:750px" '
+        f'src="data:image/png;base64,{base64.b64encode(png).decode()}"></p>'
+        '<p class="note">Grey: what the twin truly does; blue: predicted for every mode; '
+        "green: the profiled modes; orange: the predicted Pareto front; red: the cap and the "
+        f"first pick above.</p><h2>Details</h2>{facts_html(details)}"
+        f"<h2>The predicted Pareto front, mode by mode</h2>{table_html(front)}"
     )
+    page = render_page(f"PowerTrain demo: {dev.name} / {args.workload}", body)
     (out / "report.html").write_text(page)
-    width = max(map(len, summary))
-    for k, v in summary.items():
+    _print_answer(picks, dev.knobs, args.power_cap, say)
+    width = max(map(len, details))
+    for k, v in details.items():
         say(f"   {k:<{width}}  {v}")
-    pd.DataFrame([summary]).to_csv(out / "summary.csv", index=False)
+    pd.DataFrame(picks).to_csv(out / "picks.csv", index=False)
+    pd.DataFrame([details]).to_csv(out / "summary.csv", index=False)
     say(
-        f"wrote {out}/report.html, time_power.png, estimates.csv, pareto_front.csv, "
-        "samples.csv, summary.csv"
+        f"wrote {out}/report.html, time_power.png, picks.csv, estimates.csv, "
+        "pareto_front.csv, samples.csv, summary.csv"
     )
-    return 0
+
+
+def _print_answer(picks: list, knobs, cap: float, say) -> None:
+    from ..report.pages import mode_text
+
+    say(f"the pick under {cap:g} W:")
+    for p in picks:
+        true = ""
+        if p.get("penalty_pct") is not None:
+            true = f"; on the twin {p['penalty_pct']:+.1f} % vs optimum, "
+            true += f"{p['over_cap_w']:+.1f} W vs cap"
+        sure = f", {p['how sure']} sure" if p["how sure"] else ""
+        say(
+            f" - {p['name']}: {mode_text(p, [*knobs, 'batch_size'])}: {p['time_ms']:.1f} ms at "
+            f"{p['power_w']:.1f} W{sure}, {p['board_min']:.1f} board min{true}"
+        )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -183,7 +275,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=16, help="batch size (16)")
     p.add_argument("--power-cap", type=float, default=30.0, help="watts")
     p.add_argument(
-        "--k-sigma", type=float, default=1.0, help="safety margin in predicted power std (1.0)"
+        "--k-sigma",
+        type=float,
+        default=None,
+        help="margin of the prediction-only pick, in predicted power std (default: the "
+        "package's safe margin, 3; 0: only the plain pick)",
+    )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=25,
+        help="measurements pt.decide may add to confirm the pick on the board (25; 0: none)",
     )
     p.add_argument("--seed", type=int, default=0, help="seeds the twin and the sample (0)")
     p.add_argument("-o", "--out", default="powertrain-demo", help="output folder")

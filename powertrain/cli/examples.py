@@ -15,15 +15,20 @@ from pathlib import Path
 from ..errors import DataError
 from .args import command, done
 
-#: package -> the shipped files of the repository's examples/ and notebooks/
-SHIPPED = {"powertrain._examples": "*.toml", "powertrain._notebooks": "*.ipynb"}
+#: package -> the shipped files of the repository's examples/ (report and device specs)
+#: and notebooks/ (pyproject.toml's package-data ships the same patterns)
+SHIPPED = {
+    "powertrain._examples": ("*.toml", "*.json"),
+    "powertrain._notebooks": ("*.ipynb",),
+}
 
 
 def shipped_examples() -> list[Path]:
-    """The example spec(s) and notebooks inside the installed package."""
+    """The example specs and notebooks inside the installed package."""
     files: list[Path] = []
-    for package, pattern in SHIPPED.items():
-        files += sorted(Path(str(resources.files(package))).glob(pattern))
+    for package, patterns in SHIPPED.items():
+        for pattern in patterns:
+            files += sorted(Path(str(resources.files(package))).glob(pattern))
     return files
 
 
@@ -65,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list the shipped corpora, reference models, example spec and notebooks; "
         "-o DIR copies the examples",
     )
-    p.add_argument("-o", "--out", help="copy the fleet spec and the notebooks into this folder")
+    p.add_argument(
+        "-o",
+        "--out",
+        help="copy the fleet spec, the example device spec and the notebooks into this folder",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace files already in --out")
     p.set_defaults(func=cmd_examples)

@@ -31,6 +31,9 @@ def read_table(text: str, what: str = ""):
     from ..schema import read_csv
 
     if Path(text).exists() or text.endswith((".csv", ".csv.gz")):
+        from ..profiling.store import register_sidecar_device
+
+        register_sidecar_device(text)  # a device outside the catalog, as simulate wrote it
         return read_csv(text, what)
     if text in corpus_names():
         return read_csv(corpus_path(text), what)

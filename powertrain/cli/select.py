@@ -46,7 +46,7 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from ..optimise import fastest_under, pareto_front
+    from ..optimise import fastest_under, how_picked, pareto_front, safe_k_sigma
     from ..schema import read_csv
     from .tables import write_table
 
@@ -55,6 +55,12 @@ def cmd_select(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise DataError(f"--front {args.front}: folder {folder} does not exist")
     est = read_csv(args.estimates)
+    if args.plain:
+        if args.k_sigma is not None or args.margin is not None:
+            raise DataError(
+                "--plain is the pick without a margin: leave out --k-sigma and --margin"
+            )
+        args.k_sigma, args.margin = 0.0, 0.0
     time = time_column(est.columns, args.time, args.power, args.estimates)
     if args.front:
         front = pareto_front(est, time=time, power=args.power)
@@ -78,9 +84,13 @@ def cmd_select(args: argparse.Namespace) -> int:
     else:
         if args.objective not in (None, "time") or args.deadline is not None:
             raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
+        k_sigma = safe_k_sigma(est, args.k_sigma, args.power)
+        margin = args.margin or 0.0
         best = fastest_under(
-            est, power_cap_w=args.power_cap, time=time, power=args.power, **given(args, **_MARGINS)
+            est, args.power_cap, margin_w=margin, k_sigma=k_sigma, time=time, power=args.power
         )
+        best.attrs["how"] = how_picked(k_sigma, margin)
+    done(f"pick under {args.power_cap:g} W: {best.attrs.get('how', 'predicted')}")
     # the configuration exactly as the device has it; predictions to a few digits
     predicted = [time, args.power, "tt_acc", "energy_acc"]
     predicted += [c for c in est.columns if c.endswith("_std") or f"{c}_std" in est.columns]
@@ -122,8 +132,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--k-sigma",
         type=float,
         default=None,
-        help="also keep k x power_w_std below the cap "
-        f"(default {default_of(FASTEST_UNDER, 'k_sigma')})",
+        help="also keep k x power_w_std below the cap (default: 3 on a table with "
+        "power_w_std, i.e. predictions; 0 on measurements)",
+    )
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="the paper's plain pick: predicted power alone against the cap, no margin",
     )
     p.add_argument("--front", help="also write the time-power Pareto front to this CSV")
     p.add_argument(

@@ -89,30 +89,46 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
     This is the one place the predictor's hyper-parameters are declared:
     :class:`~powertrain.predictor.Predictor` holds two clones of one of these.
 
+    The ``transfer_*`` parameters (``transfer_layers``, ``transfer_head_init``,
+    ``transfer_epochs``, ``transfer_learning_rate``, ``transfer_batch_size``,
+    ``transfer_body_lr_scale``, ``transfer_validation_fraction``, ``transfer_dropout``,
+    ``transfer_cv_folds``, ``transfer_blend``, ``transfer_scratch``) say how
+    :meth:`transfer` retrains this estimator on a few samples; :meth:`transfer`
+    documents each.
+
     Parameters
     ----------
-    hidden_layer_sizes: widths of the hidden layers (paper: 256, 128, 64).
-    dropout: dropout rate after the first two hidden layers (the paper gives no rate).
-    learning_rate: Adam step size (paper: 1e-3).
-    epochs: passes over the training rows (paper: 100).
-    batch_size: minibatch rows; the whole set when it has fewer rows.
-    validation_fraction: share of rows held out to pick the best epoch (paper: 90:10).
-    loss: ``"mse"`` on standardised targets (paper), ``"mape"`` on original units
+    hidden_layer_sizes
+        widths of the hidden layers (paper: 256, 128, 64).
+    dropout
+        dropout rate after the first two hidden layers (the paper gives no rate).
+    learning_rate
+        Adam step size (paper: 1e-3).
+    epochs
+        passes over the training rows (paper: 100).
+    batch_size
+        minibatch rows; the whole set when it has fewer rows.
+    validation_fraction
+        share of rows held out to pick the best epoch (paper: 90:10).
+    loss
+        ``"mse"`` on standardised targets (paper), ``"mape"`` on original units
         (what the paper needed for cross-device transfer), or ``"auto"``: MSE, except
         for a transfer to samples of another device (MAPE).
-    input_transform / target_transform: ``"log"`` (default) fits relative structure
+    input_transform, target_transform
+        ``"log"`` (default) fits relative structure
         (time ~ 1/f) and cut the reference's time MAPE on the twin corpora
         (benchmarks/results/accuracy*); ``"none"`` is the paper's plain standardisation
         (and what inputs that can be zero or negative need).
-    random_state: seed for initialisation, dropout, shuffling and the validation split.
-    verbose: show a progress bar while training.
-    monotonic_cst: per input, +1 (prediction never falls as it rises), -1 (never
+    random_state
+        seed for initialisation, dropout, shuffling and the validation split.
+    verbose
+        show a progress bar while training.
+    monotonic_cst
+        per input, +1 (prediction never falls as it rises), -1 (never
         rises) or 0 (free); None: no constraint. Held by construction, also after a
         transfer (sign-constrained network, sign-constrained ridge correction); the
         name and meaning are scikit-learn's ``HistGradientBoostingRegressor``'s.
-    transfer_*: how :meth:`transfer` retrains this estimator on a few samples (layers,
-        head_init, epochs, learning_rate, batch_size, body_lr_scale, validation_fraction,
-        dropout, cv_folds, blend, scratch); :meth:`transfer` documents each.
+
     """
 
     def __init__(

@@ -43,25 +43,35 @@ _LAYOUT_PARAMS = ("hidden_layer_sizes", "input_transform", "target_transform", "
 class Predictor(BaseEstimator):
     """A time head and a power head over a device's knobs and ``batch_size``.
 
-    Parameters (stored only, scikit-learn style)
+    The constructor only stores its parameters (scikit-learn style); ``fit`` and
+    ``transfer`` read them.
+
+    Parameters
     ----------
-    estimator: the per-target model both heads are cloned from (``sklearn.base.clone``);
+    estimator
+        the per-target model both heads are cloned from (``sklearn.base.clone``);
         None: ``PowerTrainMLP()``, whose defaults are the package's (paper Table 4
         network, log inputs and targets, the transfer settings measured best). Change a
         hyper-parameter with ``Predictor(PowerTrainMLP(epochs=50))`` or
         ``set_params(estimator__epochs=50)``.
-    inputs: the configuration columns the heads read. None: the knobs of the device a
+    inputs
+        the configuration columns the heads read. None: the knobs of the device a
         ``device`` column names plus ``batch_size`` (a Jetson's ``cores, cpu_mhz,
         gpu_mhz, mem_mhz, batch_size``; a datacenter GPU's ``power_limit_w,
         batch_size``), or a Jetson's when the table has no ``device`` column.
-    targets: the measured columns predicted; None: ``time_ms, power_w``.
-    random_state: seed of both heads (the power head gets ``random_state + 1``).
-    progress: tqdm bars (None: reference training only).
-    reference: a shipped model name (``"orin-agx/resnet18"``) or a model directory;
+    targets
+        the measured columns predicted; None: ``time_ms, power_w``.
+    random_state
+        seed of both heads (the power head gets ``random_state + 1``).
+    progress
+        tqdm bars (None: reference training only).
+    reference
+        a shipped model name (``"orin-agx/resnet18"``) or a model directory;
         then :meth:`fit` is a transfer from it with this ``estimator``'s settings, so
         ``GridSearchCV(Predictor(reference=...), {"estimator__transfer_epochs": ...})``
         tunes a transfer on the samples.
-    monotone: physics a head :meth:`fit` trains must respect by construction (a
+    monotone
+        physics a head :meth:`fit` trains must respect by construction (a
         transfer keeps its reference's). None (default): no constraint; target names
         (``("power_w",)``): the directions the device's spec declares for those targets
         (a Jetson: power never falls as a clock or the core count rises); ``"device"``:
@@ -70,7 +80,7 @@ class Predictor(BaseEstimator):
         measured on the twin: references with monotone power put more cap picks over
         the cap (PT@50, 30 draws: 18.3 -> 21.9 % of picks more than 1 W over, worse on
         every workload) for PT@50 power MAPE within -0.13 to +0.39 point, and a
-        time-monotone reference lost up to 2.2 points of PT@50 time MAPE (README,
+        time-monotone reference lost up to 2.2 points of PT@50 time MAPE (docs:
         Results). Where the device declares a ``power_cap`` knob, predicted power above
         that limit by more than the training samples ever went is clipped to it
         (whatever this setting).

@@ -23,8 +23,9 @@ from filelock import FileLock, Timeout
 
 from .._version import __version__
 from ..backends import Backend
-from ..errors import DataError, ProfilingError
+from ..errors import DataError, PowerTrainError, ProfilingError
 from ..files import atomic_write, disk_reason, fsync_dir
+from ..specs import device_names
 
 #: measured columns written per configuration, in order, after ``device``, ``workload``
 #: and the backend's ``config_columns`` (its ``observed_columns`` follow them)
@@ -160,6 +161,10 @@ def exclusive(out: Path) -> Iterator[None]:
     try:
         yield
     finally:
+        # remove the lock file while still holding it, so a finished run leaves only its
+        # outputs; a second writer that opened it before sees it held and stops
+        with contextlib.suppress(OSError):
+            path.unlink()
         lock.release()
 
 
@@ -278,4 +283,24 @@ def write_meta(out: Path, backend: Backend, n_minibatches: int, header: Mapping)
         "command": sys.argv,
         "backend": backend.describe(),
     }
+    spec = getattr(backend.device, "spec", None)
+    if spec is not None and spec.name not in device_names():  # so later commands know it
+        info["device_spec"] = spec.to_dict()
     write_whole(path, json.dumps(info, indent=1, default=str) + "\n")
+
+
+def register_sidecar_device(csv: Path | str) -> None:
+    """Register the device spec that a profiling output's sidecar (``X.meta.json`` beside
+    ``X.csv``) records for a device outside the catalog; nothing when there is none."""
+    from ..specs import register_device
+
+    path = meta_path(Path(csv))
+    try:
+        spec = json.loads(path.read_text()).get("device_spec")
+    except (OSError, ValueError, AttributeError):
+        return  # no sidecar (or not ours): the CSV must name a known device itself
+    if spec is not None:
+        try:
+            register_device(spec)
+        except PowerTrainError as e:
+            raise DataError(f"{path}: device_spec: {e}") from None

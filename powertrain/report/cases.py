@@ -67,6 +67,13 @@ def _samples_from_csv(path: Path, case: Case, shown: str | None = None) -> pd.Da
                 f"{where}: column 'device' holds {', '.join(found) or 'nothing'}, not the "
                 f"case's device {case.device!r}"
             )
+    if "workload" in df.columns:  # samples of another job would transfer the wrong workload
+        found = sorted(df["workload"].dropna().astype(str).unique())
+        if found != [case.workload]:
+            raise DataError(
+                f"{where}: column 'workload' holds {', '.join(found) or 'nothing'}, not the "
+                f"case's workload {case.workload!r}"
+            )
     if "batch_size" in df.columns:
         df = df[df["batch_size"] == case.batch_size]
         if df.empty:
@@ -165,6 +172,7 @@ def run_group(cases: list[Case]) -> list[CaseResult]:
 
 def _run_group(cases: list[Case]) -> list[CaseResult]:
     from ..optimise import pareto_front
+    from ..refine import with_observed
 
     first = cases[0]
     if first.device_spec is not None:  # a worker process knows only what the case carries
@@ -188,19 +196,17 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
     )
     cols = columns_of(run.estimates, run.model)
     steps = steps_per_epoch(first.workload, first.batch_size)
-    est = per_epoch(run.estimates, steps)
+    # the power guard: profiled configurations count as what the board measured
+    est = per_epoch(with_observed(run.estimates, run.samples), steps)
     truth = true_front = None
     if run.truth is not None:
         truth = per_epoch(run.truth, steps)
         true_front = pareto_front(truth, time="epoch_s")
     front = pareto_front(est, time="epoch_s")
+    decided = first.source.kind == "twin" and first.strategy == "active"  # board in the loop
     results = []
     for case in cases:
-        col = OBJECTIVE_COLUMN[case.objective]
-        picks = pick_per_cap(
-            est, case.power_caps, cost=col, truth=truth, model=run.model,
-            also=("epoch_s", "epoch_kj"),
-        )  # fmt: skip
+        picks = case_picks(case, est, truth, run.model, run.samples if decided else None)
         results.append(
             CaseResult(
                 case=case,
@@ -217,6 +223,39 @@ def _run_group(cases: list[Case]) -> list[CaseResult]:
             )
         )
     return results
+
+
+def case_picks(
+    case: Case,
+    est: pd.DataFrame,
+    truth: pd.DataFrame | None,
+    model: object,
+    samples: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The pick under each cap, with ``how`` it was made: ``confirmed`` (with ``samples``
+    chosen by a decision on the board: the best configuration whose measured power plus
+    one standard deviation of its power readings fits the cap), else predicted with the
+    case's margin (``margin_sigma`` predicted sigmas of power; 0: the plain pick)."""
+    from ..optimise import SAFE_K_SIGMA, how_picked
+
+    col = OBJECTIVE_COLUMN[case.objective]
+    k = SAFE_K_SIGMA if case.margin_sigma is None else case.margin_sigma
+    kw: dict = dict(cost=col, truth=truth, model=model, also=("epoch_s", "epoch_kj"))
+    picks = pick_per_cap(est, case.power_caps, k_sigma=k, **kw)
+    picks["how"] = how_picked(k)
+    if samples is None or "power_w_std" not in samples.columns:
+        return picks
+    config = [c for c in columns_of(est, model).config if c in samples.columns]
+    spread = samples[[*config, "power_w_std"]].groupby(config, as_index=False).max()
+    measured = est[(est["time_ms_std"] == 0) & (est["power_w_std"] == 0)]
+    measured = measured.drop(columns="power_w_std").reset_index()
+    measured = measured.merge(spread, on=config).set_index("index").rename_axis(None)
+    if measured.empty:
+        return picks
+    confirmed = pick_per_cap(measured, case.power_caps, k_sigma=1.0, **kw)
+    confirmed["how"] = "confirmed"
+    use = confirmed["feasible"].to_numpy()
+    return pd.concat([confirmed[use], picks[~use]]).sort_values("power_cap_w", kind="stable")
 
 
 def strategy_samples(case: Case, reference: str) -> pd.DataFrame:

@@ -234,7 +234,7 @@ def pareto_png(result: CaseResult, thumbnail: bool = False) -> bytes:
 def _picks_table(result: CaseResult) -> pd.DataFrame:
     cols = ["power_cap_w", "feasible", *result.config, "batch_size", "epoch_s", "epoch_kj",
             "power_w", "power_w_std", "time_ms", "time_ms_std", "true_epoch_s",
-            "true_epoch_kj", "true_power_w", "over_cap_w", "penalty_pct"]  # fmt: skip
+            "true_epoch_kj", "true_power_w", "over_cap_w", "penalty_pct", "how"]  # fmt: skip
     cols = list(dict.fromkeys(cols))
     return result.picks[[c for c in cols if c in result.picks.columns]]
 
@@ -254,6 +254,7 @@ def case_summary(result: CaseResult) -> dict:
             "epoch_s": float(row["epoch_s"]),
             "epoch_kj": float(row["epoch_kj"]),
             "power_w": float(row["power_w"]),
+            "how": str(row.get("how", "predicted")),
         }
         if "true_power_w" in row and row["true_power_w"] == row["true_power_w"]:
             pick["true_power_w"] = float(row["true_power_w"])
@@ -350,6 +351,7 @@ def _cap_cell(pick: dict | None, cap: float, prev_cap: float | None, top: float 
     return (
         f"<td>{mode}<br><b>{number(pick['epoch_s'])} s</b> · "
         f"<b>{number(pick['epoch_kj'])} kJ</b> per epoch at {number(pick['power_w'])} W"
+        f'<br><span class="how">{html.escape(pick.get("how", "predicted"))}</span>'
         f"{flag}{fits_all}</td>"
     )
 
@@ -383,7 +385,7 @@ def index_page(spec: FleetSpec, summaries: list[dict]) -> str:
         )
     warn = (
         f'<p class="over">&#9888; {flagged} pick(s) draw more than their cap on the twin: '
-        "consider a power margin (k_sigma) for those devices.</p>"
+        'confirm them on the board (strategy = "active") or raise margin_sigma in the spec.</p>'
         if flagged
         else ""
     )

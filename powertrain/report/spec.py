@@ -36,9 +36,13 @@ _TOP_KEYS = {
     "reference",
     "device_specs",
     "strategy",
+    "margin_sigma",
+    "plain",
 }
-#: how a case profiled on the twin chooses what to measure (``powertrain profile --strategy``)
+#: how a case profiled on the twin chooses what to measure (``powertrain profile --strategy``);
+#: the default, ``active``, decides with the board in the loop so the picks are confirmed
 STRATEGIES = ("random", "stratified", "active")
+DEFAULT_STRATEGY = "active"
 _WORKLOAD_KEYS = {"source", "samples_csv", "command", "timeout_s"}
 _SOURCES = ("twin", "samples_csv", "command")
 #: how long a profiling ``command`` may run per case unless its ``timeout_s`` says otherwise
@@ -70,7 +74,9 @@ class Case:
     reference: str | None
     spec: str | None = None  # the spec file, named in the case's errors
     device_spec: dict | None = None  # a device outside the catalog: registered where it runs
-    strategy: str = "random"
+    strategy: str = DEFAULT_STRATEGY
+    #: of a prediction-only pick, in predicted sigmas; None: optimise.SAFE_K_SIGMA; 0: plain
+    margin_sigma: float | None = None
 
     @property
     def case_id(self) -> str:
@@ -94,13 +100,14 @@ class FleetSpec:
     reference: str | None = None
     text: str = field(default="", repr=False)
     device_specs: dict = field(default_factory=dict)  # id -> spec dict (``device_specs``)
-    strategy: str = "random"
+    strategy: str = DEFAULT_STRATEGY
+    margin_sigma: float | None = None  # None: optimise.SAFE_K_SIGMA
 
     def cases(self) -> list[Case]:
         return [
             Case(d, w, b, o, self.workloads[w], self.power_caps, self.samples, self.seed,
                  self.reference, str(self.path) if self.path else None,
-                 self.device_specs.get(d), self.strategy)
+                 self.device_specs.get(d), self.strategy, self.margin_sigma)
             for d, w, b, o in itertools.product(
                 self.devices, self.workloads, self.batch_sizes, self.objectives
             )
@@ -301,9 +308,18 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         folder = folder if folder.is_absolute() else base / folder
         if folder.is_dir():
             reference = str(folder)
-    strategy = data.get("strategy", "random")
+    plain = data.get("plain", False)
+    if not isinstance(plain, bool):
+        raise where.error("plain", f"must be true or false, got {plain!r}")
+    # plain = true: the paper's plain picks (random samples, no margin), one key away
+    strategy = data.get("strategy", "random" if plain else DEFAULT_STRATEGY)
     if strategy not in STRATEGIES:
         raise where.error("strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    margin = data.get("margin_sigma", 0.0 if plain else None)
+    if margin is not None and (
+        isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 0
+    ):
+        raise where.error("margin_sigma", f"must be a number >= 0, got {margin!r}")
     title = data.get("title", "PowerTrain fleet report")
     if not isinstance(title, str):
         raise where.error("title", f"must be a string, got {title!r}")
@@ -321,6 +337,7 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
         text=text,
         device_specs=user_devices,
         strategy=strategy,
+        margin_sigma=None if margin is None else float(margin),
     )
 
 

@@ -40,9 +40,12 @@ class Twin:
 
     Parameters
     ----------
-    device, workload : catalog name, JSON spec file, dict or spec object
-    seed : seeds both deviations from the physics and the measurement noise
-    num_workers : DataLoader workers (default: the workload's); 0 = no pipelining
+    device, workload
+        catalog name, JSON spec file, dict or spec object
+    seed
+        seeds both deviations from the physics and the measurement noise
+    num_workers
+        DataLoader workers (default: the workload's); 0 = no pipelining
     """
 
     def __init__(

@@ -1,0 +1,171 @@
+"""The README and the documentation site: short, runnable, generated where they report
+figures, and complete.
+
+Every ```python block of the README and of each page under docs/ runs, in order, in one
+namespace per page. A block that needs what a test machine lacks (a Jetson, root, a GPU)
+starts with a ``# skip: REASON`` line, so the reason shows on the page itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import powertrain as pt
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.glob("*.md"))
+SKIP = re.compile(r"^# skip: (\S.*)$")
+#: words of a development log, which belong in commit messages, not in the docs
+DEV_LOG = re.compile(
+    r"this stop|previous (run|stop|code)|issue \d+|the older paragraph|before this change|"
+    r"rerun on the final code",
+    re.IGNORECASE,
+)
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def run_blocks(path: Path, tmp_path: Path) -> int:
+    """Run the page's blocks in order in one namespace (in ``tmp_path``); the count run."""
+    namespace: dict = {"__name__": "__docs__"}
+    ran = 0
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. extrapolation notes: the docs explain them
+            for i, block in enumerate(python_blocks(path), 1):
+                first = block.splitlines()[0] if block.strip() else ""
+                if first.startswith("# skip"):
+                    assert SKIP.match(first), f"{path.name} block {i}: a skip needs a reason"
+                    continue
+                exec(compile(block, f"{path.name} block {i}", "exec"), namespace)
+                ran += 1
+    finally:
+        os.chdir(cwd)
+    return ran
+
+
+def test_the_readme_is_short_and_points_at_every_guide():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    for page in ("user-guide", "deciding", "jetson", "results", "decisions", "gpu-clocks"):
+        assert f"docs/{page}.md" in text
+    for page in ("training-callbacks", "safety"):
+        assert f"docs/{page}.md" in text
+    assert "make test" in text and "download.pytorch.org/whl/cpu" in text
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_no_development_log_language(page):
+    found = DEV_LOG.search(page.read_text())
+    assert found is None, f"{page.name}: {found.group(0)!r}"
+
+
+@pytest.mark.slow  # transfers and decisions on the twin: up to a minute a page
+@pytest.mark.parametrize(
+    "page",
+    [ROOT / "README.md", *(p for p in PAGES if python_blocks(p))],
+    ids=lambda p: p.name,
+)
+def test_every_python_block_runs_in_order(page, tmp_path):
+    assert run_blocks(page, tmp_path) >= 1 or page.name == "jetson.md"
+
+
+def test_skipped_blocks_say_why(tmp_path):
+    blocks = [b for p in PAGES for b in python_blocks(p) if b.startswith("# skip")]
+    assert blocks and all(SKIP.match(b.splitlines()[0]) for b in blocks)
+
+
+def test_the_results_page_is_generated_from_the_benchmark_files():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import results_page
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert (DOCS / "results.md").read_text() == results_page.page()
+    # a benchmark file it has never seen still gets a section
+    text = results_page.section_of("new_bench", {"draws": 3, "rows": [{"a": "x", "v": 1.5}]})
+    assert text.startswith("## New bench") and "| x | 1.5 |" in text
+
+
+def _nav(text: str) -> list[tuple[str, str]]:
+    return re.findall(r"^\s*- ([^:\n]+): ([\w/.-]+\.md)\s*$", text, re.M)
+
+
+def test_the_menu_has_no_duplicates_and_every_page():
+    nav = _nav((ROOT / "mkdocs.yml").read_text())
+    titles = [t.lower() for t, _ in nav]
+    files = [f for _, f in nav]
+    assert len(set(titles)) == len(titles) and len(set(files)) == len(files)
+    assert all((DOCS / f).is_file() for f in files)
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert pages == set(files)
+
+
+def _resolve(path: str) -> object:
+    """The object a ``::: dotted.path`` directive documents."""
+    import importlib
+
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        parent, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(parent), name)
+
+
+PACKAGES = ("powertrain", "powertrain.backends", "powertrain.steps", "powertrain.predictor",
+            "powertrain.profiling", "powertrain.report")  # fmt: skip
+
+
+def test_every_exported_name_is_documented():
+    import importlib
+
+    paths = set()
+    for page in (DOCS / "api").glob("*.md"):
+        paths |= set(re.findall(r"^::: ([\w.]+)", page.read_text(), re.M))
+    documented = [_resolve(p) for p in paths]
+    modules = {id(o) for o in documented if isinstance(o, ModuleType)}
+    missing = []
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name == "__version__" or any(obj is d for d in documented):
+                continue
+            if isinstance(obj, ModuleType) and any(p.startswith(obj.__name__) for p in paths):
+                continue  # pt.report: the callable package, documented by its contents
+            home = sys.modules.get(getattr(obj, "__module__", "") or "")
+            if id(home) not in modules:  # nor documented with its whole module
+                missing.append(f"{package}.{name}")
+    assert missing == [], f"exported but on no API page: {missing}"
+
+
+@pytest.mark.system  # a subprocess; needs the docs extra (pip install -e ".[docs]")
+def test_the_site_builds_strictly(tmp_path):
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr[-3000:]
+    predictor = (tmp_path / "site" / "api" / "predictor" / "index.html").read_text()
+    assert ":meth:" not in predictor and "<th>Name</th>" in predictor  # a parameter table
+
+
+def test_pt_names_resolve():
+    for name in pt.__all__:
+        assert getattr(pt, name) is not None
