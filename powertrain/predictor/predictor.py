@@ -473,7 +473,7 @@ def _power_cap(device, df: pd.DataFrame, inputs: Sequence[str], targets: Sequenc
             "spec, no 'power_limit_w' knob): predicted power has no hardware guard "
             "(power_w_max), so picks under a power cap rest on the prediction alone",
             UserWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
     if knob is None or knob not in inputs or "power_w" not in targets:
         return None
