@@ -698,3 +698,12 @@ def test_cli_clocks_and_spec(tmp_path, monkeypatch, capsys):
     twin = ["profile", "--device", "orin-agx", "--workload", "resnet18", "--allow-clocks"]
     assert main(twin) == 1
     assert "only --backend nvml locks GPU clocks" in capsys.readouterr().err
+
+
+def test_an_unsupported_memory_clock_is_refused(tmp_path):
+    nvml = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    with backend(tmp_path, nvml, allow_clocks=True) as b:
+        modes = b.modes([2], mem_clocks_mhz=[2000], gpu_clocks_mhz=[990])
+        with pytest.raises(ProfilingError, match=r"mem_mhz=2000 is not a memory clock.*2619"):
+            profile(b, modes, n_minibatches=2, progress=False)
+    assert nvml.locks == []
