@@ -334,7 +334,7 @@ def _backend_options(args: argparse.Namespace) -> dict:
 
 
 def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
-    """NVML sets no clocks: by default every (power limit, batch size, threads, workers)
+    """By default every (power limit, memory clock, SM clock, batch size, threads, workers)
     combination; a --modes file is crossed with the lists given on the command line."""
     if args.modes is not None and not args.modes.isdigit():
         from ..schema import read_csv
