@@ -80,13 +80,31 @@ def load(folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
         df = load_real_corpus(name, folder)
         if "gpu_mhz" not in df.columns:
             continue  # not a clock sweep (e.g. a power-limit corpus in the same folder)
-        for wl, part in df.groupby("workload", sort=True):
-            out[str(wl)] = part.sort_values("gpu_mhz").reset_index(drop=True)
+        for name, part in computations(df):
+            out[name] = part.sort_values("gpu_mhz").reset_index(drop=True)
     if len(out) < 2:
         raise DataError(
             f"{folder}: {len(out)} clock sweep(s) found; give a folder of corpora with a "
             "gpu_mhz column and at least two workloads (a reference and a target)"
         )
+    return out
+
+
+#: settings other than the clock that split a workload into computations when they vary
+#: (a corpus of our own sweeps them with the clock), with their short names
+SPLIT_BY = {"batch_size": "bs", "power_limit_w": "pl", "mem_mhz": "mem", "threads": "t"}
+
+
+def computations(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(name, clock table) per computation: a workload, or one per value of every
+    setting of SPLIT_BY that varies in it (``resnet18-bs64-pl300``)."""
+    keys = [c for c in SPLIT_BY if c in df.columns and df[c].nunique() > 1]
+    if not keys:
+        return [(str(wl), part) for wl, part in df.groupby("workload", sort=True)]
+    out = []
+    for values, part in df.groupby(["workload", *keys], sort=True):
+        wl, *rest = values
+        out.append((str(wl) + "".join(f"-{SPLIT_BY[k]}{v:g}" for k, v in zip(keys, rest)), part))
     return out
 
 
@@ -131,7 +149,7 @@ def predicted(model: Predictor | ClockTransfer, df: pd.DataFrame) -> dict[str, n
     if isinstance(model, ClockTransfer):
         p = model.predict(df)
     else:
-        p = model.predict(df[list(INPUTS)], return_std=False)
+        p = model.predict(df, return_std=False)  # reads the inputs it was fitted on
     return {t: p[t].to_numpy() for t in TARGETS}
 
 

@@ -90,3 +90,31 @@ def test_any_folder_of_clock_sweeps(tmp_path, data, capsys):
 def test_a_folder_without_clock_sweeps_is_refused(tmp_path):
     with pytest.raises(frequency.DataError, match="0 clock sweep"):
         frequency.load(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_corpus_of_our_own_splits_into_computations(tmp_path, data, capsys):
+    """Clock x batch size x power limit per workload (what tools/collect_gpu_corpus.py
+    writes): each (workload, batch size, limit) is one computation."""
+    import json
+
+    import pandas as pd
+
+    base = data["bloom-stage0-backward"]
+    rows = [
+        base.assign(workload=wl, batch_size=b, power_limit_w=p, time_ms=base.time_ms * b * s)
+        for wl, s in (("cnn", 1.0), ("lm", 1.3))
+        for b in (1, 2)
+        for p in (250, 300)
+    ]
+    df = pd.concat(rows).assign(device="our-gpu")
+    df.to_csv(tmp_path / "our-gpu_sweep.csv", index=False)
+    clocks = sorted(set(df.gpu_mhz))
+    spec = {"name": "our-gpu", "knobs": {"power_limit_w": [250, 300], "gpu_mhz": clocks}}
+    (tmp_path / "our-gpu_sweep.provenance.json").write_text(json.dumps({"device_spec": spec}))
+    got = frequency.load(tmp_path)
+    assert sorted(got)[:2] == ["cnn-bs1-pl250", "cnn-bs1-pl300"] and len(got) == 8
+    assert all(len(t) == 60 for t in got.values())
+    out = frequency.main(["--data", str(tmp_path), "--ks", "3", "--draws", "1", "--quick"])
+    assert {r["method"] for r in out["accuracy"]} >= {"PT", "NN", "clock", "naive"}
+    assert "our-gpu: 60 SM clocks" in capsys.readouterr().out
