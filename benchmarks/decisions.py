@@ -246,15 +246,15 @@ def saved_baselines(path: str, caps: np.ndarray) -> dict:
 
 
 # ---------------------------------------------------------------------- real data --
-def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
-    """Section 4: per-cap decisions on the Zeus traces through the replay board
-    (``partial(rows)`` after each workload)."""
+def real_traces(draws, budget=10, partial=None, folder=None) -> pd.DataFrame:
+    """Section 4: per-cap decisions on the Zeus traces (or the corpora of ``folder``)
+    through the replay board (``partial(rows)`` after each workload)."""
     import real_data as rd  # the sibling benchmark: discovery and the reference rule
 
     from powertrain.real_data import load_real_r
 
     rows = []
-    for gpu, corpora in sorted(rd.discover(None).items()):
+    for gpu, corpora in sorted(rd.discover(folder).items()):
         source = max(sorted(corpora), key=lambda w: len(corpora[w]))
         ref = rd.fit_heads(corpora[source].df, 0, corpora[source].targets)
         for wl in sorted(corpora):
@@ -262,7 +262,7 @@ def real_traces(draws, budget=10, partial=None) -> pd.DataFrame:
             if wl == source or c.targets[0] != "epoch_s":
                 continue
             try:
-                r = load_real_r(wl)
+                r = load_real_r(wl, folder)
             except DataError:
                 continue
             df = c.df[c.df.batch_size.isin(r.batch_size)].reset_index(drop=True)
@@ -559,7 +559,8 @@ def report(out: dict) -> None:
         failed = rl[rl.error.notna()] if "error" in rl else rl.iloc[:0]
         rl = rl[rl.error.isna()] if "error" in rl else rl
         print(
-            f"\n4. Real traces through the replay board (budget 10 per cap, {_draws_run(rl)} draws)"
+            f"\n4. Real traces through the replay board (budget 10 per cap, {_draws_run(rl)} "
+            f"draws; data: {out.get('real_data', 'datasets/real')})"
         )
         g = rl.groupby(["gpu", "workload"]).apply(
             lambda x: pd.Series(_summ(x)), include_groups=False
@@ -678,6 +679,9 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--merge", nargs="*", metavar="JSON", help="merge saved partial runs into --json"
     )
+    ap.add_argument(
+        "--data", metavar="DIR", help="section 4's folder of real corpora (default: datasets/real)"
+    )
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     if args.merge:
@@ -737,7 +741,8 @@ def main(argv=None) -> dict:
             out["real"] = rows
             save()
 
-        out["real"] = real_traces(ids, partial=partial_real).to_dict("records")
+        out["real_data"] = str(Path(args.data).resolve()) if args.data else "datasets/real"
+        out["real"] = real_traces(ids, partial=partial_real, folder=args.data).to_dict("records")
         save()
     if "schedule" in args.sections:
         if not shared_first:  # the schedule follows a shared decision: make one

@@ -441,7 +441,7 @@ def report(out: dict) -> None:
             .round(2)
             .to_string()
         )
-    board_in_the_loop(DECISIONS_JSON)
+    board_in_the_loop(DECISIONS_JSON, out.get("data"))
     if "wall_s" in out:
         print(f"\nwall time {out['wall_s']:.0f} s")
 
@@ -450,14 +450,33 @@ def report(out: dict) -> None:
 DECISIONS_JSON = Path(__file__).parent / "results" / "decisions.json"
 
 
-def board_in_the_loop(path: Path) -> None:
+def same_data(saved: str | None, folder: str | Path | None) -> bool:
+    """Whether decisions.json's section 4 ran on ``folder`` (None or the package's own
+    folder: datasets/real, which a file without the key was run on)."""
+
+    def norm(f: str | Path | None) -> Path:
+        own = f is None or f == "datasets/real"
+        return real_folder().resolve() if own else Path(f).resolve()
+
+    return norm(saved) == norm(folder)
+
+
+def board_in_the_loop(path: Path, folder: str | Path | None = None) -> None:
     """The active strategy on the same traces and caps (``pt.decide`` on a replayed
     trace, at most 10 measured configurations per cap): benchmarks/decisions.py runs it
-    (its section 4); printed here beside the prediction-only picks."""
+    (its section 4); printed here beside the prediction-only picks, only when it ran on
+    the same data."""
     if not path.exists():
         print(f"\n(no {path}: run benchmarks/decisions.py for the board-in-the-loop rows)")
         return
     saved = json.loads(path.read_text())
+    ran_on = saved.get("real_data")
+    if not same_data(ran_on, folder):
+        print(
+            f"\n(board-in-the-loop rows in {path.name} are for {ran_on or 'datasets/real'}, "
+            f"not {folder}: run benchmarks/decisions.py --sections real --data {folder})"
+        )
+        return
     rows = pd.DataFrame(saved.get("real", []))
     if rows.empty:
         return

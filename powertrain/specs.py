@@ -19,6 +19,10 @@ from .reserved import reserved_column
 _CATALOG = "powertrain.catalog"
 
 
+#: the knob that is a GPU power limit in W: a spec with it gets ``power_cap`` (the
+#: ``power_w_max`` guard) without declaring it; ``"power_cap": null`` opts out
+POWER_LIMIT_KNOB = "power_limit_w"
+
 #: a Jetson's knobs, in the order modes list them (the package's original schema)
 JETSON_KNOBS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 
@@ -43,7 +47,8 @@ class DeviceSpec:
     with (optional; docs/twin.md lists every one). ``monotone`` is physics the
     predictor must respect: per target column, per knob, +1 (the target never falls as
     the knob rises) or -1 (never rises); ``power_cap`` names a knob that is itself a
-    power limit in watts (a GPU's ``power_limit_w``).
+    power limit in watts (a GPU's ``power_limit_w``: inferred when that knob exists and
+    the spec does not say).
     """
 
     name: str
@@ -237,6 +242,8 @@ def device_spec_from_dict(data: dict, where: str = "device spec") -> DeviceSpec:
             )
         knobs = _knob_tables(data["knobs"], where)
         names = tuple(knobs)
+        if "power_cap" not in data and POWER_LIMIT_KNOB in knobs:  # the guard, inferred
+            common["power_cap"] = POWER_LIMIT_KNOB
         spec = DeviceSpec(
             knobs=knobs,
             step_down=_knob_list(data, "step_down", names, where, ()),

@@ -1,7 +1,8 @@
-"""A slow power-limit sweep on a fake NVML whose limit lives in a file; the signal tests
-stop this process mid-sweep and read the file to see the limit it left on the "GPU".
+"""A slow power-limit x locked-clock sweep on a fake NVML whose settings live in a file;
+the signal tests stop this process mid-sweep and read the file to see what it left on
+the "GPU".
 
-``python nvml_child.py OUT LIMIT_FILE``
+``python nvml_child.py OUT GPU_FILE``
 """
 
 import sys
@@ -23,11 +24,12 @@ class SlowStep(Step):
 
 
 if __name__ == "__main__":
-    out, limit_file = sys.argv[1], Path(sys.argv[2])
-    nvml = FileNvml(limit_file)
+    out, gpu_file = sys.argv[1], Path(sys.argv[2])
+    nvml = FileNvml(gpu_file)
     with NvmlBackend(
         SlowStep(), nvml=nvml, sample_period_s=0.005, proc_root=out + ".proc",
-        allow_power_limit=True,
+        allow_power_limit=True, allow_clocks=True,
     ) as b:  # fmt: skip
-        modes = b.modes([2, 4], threads=[1], power_limits_w=[150 + 10 * i for i in range(40)])
+        limits = [150 + 10 * i for i in range(40)]
+        modes = b.modes([2, 4], threads=[1], power_limits_w=limits, gpu_clocks_mhz=[1410, 990])
         profile(b, modes, n_minibatches=3, out=out, progress=False)

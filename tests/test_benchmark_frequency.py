@@ -51,3 +51,70 @@ def test_a_verified_pick_never_breaks_the_bound_whatever_the_prediction(data, bo
         idx = frequency.draw_clocks(len(df), 3, rng)
         for j in frequency.verified(df, wrong_t, wrong_p, idx, t_top, bound).values():
             assert df.time_ms[j] <= (1 + bound) * t_top
+
+
+def _folder_of(tmp_path, data, names, device="my-gpu"):
+    """A user's folder: the given computations under another device id and spec."""
+    import json
+
+    import pandas as pd
+
+    df = pd.concat([data[n] for n in names]).assign(device=device)
+    df.to_csv(tmp_path / f"{device}_sweep.csv", index=False)
+    spec = {"name": device, "knobs": {"gpu_mhz": sorted(set(df.gpu_mhz))}}
+    (tmp_path / f"{device}_sweep.provenance.json").write_text(json.dumps({"device_spec": spec}))
+    return tmp_path
+
+
+def test_any_folder_of_clock_sweeps(tmp_path, data, capsys):
+    names = ["bloom-stage0-forward", "bloom-stage7-backward", "bloom-stage7-forward"]
+    folder = _folder_of(tmp_path, data, names)
+    got = frequency.load(folder)
+    assert sorted(got) == names
+    assert frequency.pick_reference(got) == "bloom-stage0-forward"  # no GPT-3: the first
+    with pytest.raises(frequency.DataError, match="--reference nope: not a workload"):
+        frequency.pick_reference(got, "nope")
+    head = frequency.describe(got, folder)
+    assert (
+        head.startswith("my-gpu: 60 SM clocks 855-1740 MHz, 3 computations") and str(folder) in head
+    )
+    out = frequency.main(["--data", str(folder), "--ks", "3", "--draws", "1"])
+    printed = capsys.readouterr().out
+    assert "my-gpu: 60 SM clocks" in printed and "A40" not in printed.splitlines()[0]
+    assert {r["workload"] for r in out["accuracy"]} == set(names[1:])
+    assert {"clock", "naive", "PT", "NN"} <= {r["method"] for r in out["accuracy"]}
+    verified = [r for r in out["decisions"] if "+verify" in r["method"]]
+    assert verified and not any(r["over_bound"] for r in verified)
+
+
+def test_a_folder_without_clock_sweeps_is_refused(tmp_path):
+    with pytest.raises(frequency.DataError, match="0 clock sweep"):
+        frequency.load(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_corpus_of_our_own_splits_into_computations(tmp_path, data, capsys):
+    """Clock x batch size x power limit per workload (what tools/collect_gpu_corpus.py
+    writes): each (workload, batch size, limit) is one computation."""
+    import json
+
+    import pandas as pd
+
+    base = data["bloom-stage0-backward"]
+    rows = [
+        base.assign(workload=wl, batch_size=b, power_limit_w=p, time_ms=base.time_ms * b * s)
+        for wl, s in (("cnn", 1.0), ("lm", 1.3))
+        for b in (1, 2)
+        for p in (250, 300)
+    ]
+    df = pd.concat(rows).assign(device="our-gpu")
+    df.to_csv(tmp_path / "our-gpu_sweep.csv", index=False)
+    clocks = sorted(set(df.gpu_mhz))
+    spec = {"name": "our-gpu", "knobs": {"power_limit_w": [250, 300], "gpu_mhz": clocks}}
+    (tmp_path / "our-gpu_sweep.provenance.json").write_text(json.dumps({"device_spec": spec}))
+    got = frequency.load(tmp_path)
+    assert sorted(got)[:2] == ["cnn-bs1-pl250", "cnn-bs1-pl300"] and len(got) == 8
+    assert all(len(t) == 60 for t in got.values())
+    out = frequency.main(["--data", str(tmp_path), "--ks", "3", "--draws", "1", "--quick"])
+    assert {r["method"] for r in out["accuracy"]} >= {"PT", "NN", "clock", "naive"}
+    assert "our-gpu: 60 SM clocks" in capsys.readouterr().out

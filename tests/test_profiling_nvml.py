@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from powertrain.backends.nvml import NvmlBackend, slug
+from powertrain.backends.nvml_state import STATE_DIR_ENV
 from powertrain.cli import main
 from powertrain.errors import DataError, ProfilingError
 from powertrain.profiling.store import MEASURED_COLUMNS, meta_path, raw_log_paths
@@ -36,23 +37,40 @@ COLUMNS = [
     "observed_cpu_mhz",
 ]
 JETSON = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+#: the fake GPU's power limit at start: not its maximum (700 W), so restoring the
+#: maximum instead of the limit found at start fails the tests
+START_MW = 450_000
+
+
+#: the fake GPU's SM clocks supported with each memory clock (MHz)
+SM_CLOCKS = {2619: (1980, 1755, 1410, 1200, 990, 705), 1593: (1410, 1200, 990, 705)}
+IDLE_SM_MHZ = 1755  # what the SM clock reads when not locked
 
 
 class FakeNvml(types.ModuleType):
     """The NVML calls the backend needs. Every ``nvml*`` call is recorded; a setter raises
-    unless ``setters`` (so a read-only run that calls one fails loudly)."""
+    unless ``setters`` (so a read-only run that calls one fails loudly). Locked clocks
+    show in the clocks read; ``mem_clocks`` lists the supported memory clocks (one, as
+    an H100's, by default); ``ignore_lock``: a driver that accepts a lock and ignores it."""
 
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
 
-    def __init__(self, fail_init: bool = False, setters: bool = False, fail_restore=False):
+    def __init__(
+        self, fail_init=False, setters=False, fail_restore=False, mem_clocks=(2619,),
+        ignore_lock=False, fail_reset=False,
+    ):  # fmt: skip
         super().__init__("pynvml")
         self.calls: list[str] = []
         self.sets: list[int] = []  # power limits set, in mW, in order
         self.fail_init, self.setters, self.fail_restore = fail_init, setters, fail_restore
+        self.mem_clocks, self.ignore_lock, self.fail_reset = mem_clocks, ignore_lock, fail_reset
         self.up = False
-        self.limit_mw = 700_000
-        self.sm_mhz = 1755
+        self.limit_mw = START_MW
+        self.sm_mhz = IDLE_SM_MHZ
+        self.sm_lock: int | None = None  # the locked SM clock, None = free
+        self.mem_lock: int | None = None
+        self.locks: list[tuple[str, int]] = []  # ("sm" | "mem", MHz) in order
 
     def __getattribute__(self, name):
         if name.startswith("nvml"):
@@ -78,11 +96,16 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetName(self, h):
         return b"NVIDIA H100 80GB HBM3"
 
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-1234abcd-0000"
+
     def nvmlDeviceGetPowerUsage(self, h):
         return self.limit_mw // 2  # draws half its limit: a row shows the limit it ran under
 
     def nvmlDeviceGetClockInfo(self, h, kind):
-        return self.sm_mhz if kind == 1 else 2619
+        if kind == 1:
+            return self.sm_lock if self.sm_lock and not self.ignore_lock else self.sm_mhz
+        return self.mem_lock or max(self.mem_clocks)
 
     def nvmlDeviceGetMaxClockInfo(self, h, kind):
         return 1980 if kind == 1 else 2619
@@ -97,32 +120,77 @@ class FakeNvml(types.ModuleType):
         return (100_000, 700_000)
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
-        if self.fail_restore and mw == 700_000:
+        if self.fail_restore and mw == START_MW:
             raise RuntimeError("Insufficient Permissions")
         self.sets.append(mw)
         self.limit_mw = mw
 
+    def nvmlDeviceGetSupportedMemoryClocks(self, h):
+        return list(self.mem_clocks)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, h, mem):
+        return list(SM_CLOCKS[mem])
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        assert lo == hi
+        self.locks.append(("sm", lo))
+        self.sm_lock = lo
+        self._store()
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        if self.fail_reset:
+            raise RuntimeError("Insufficient Permissions")
+        self.sm_lock = None
+        self._store()
+
+    def nvmlDeviceSetMemoryLockedClocks(self, h, lo, hi):
+        if len(self.mem_clocks) < 2:
+            raise RuntimeError("Not Supported")
+        self.locks.append(("mem", lo))
+        self.mem_lock = lo
+        self._store()
+
+    def nvmlDeviceResetMemoryLockedClocks(self, h):
+        self.mem_lock = None
+        self._store()
+
+    def _store(self):
+        pass
+
 
 class FileNvml(FakeNvml):
-    """A fake whose power limit lives in a file: it outlives the process that set it, as
-    a real GPU's does (starts at 700 W unless the file says otherwise)."""
+    """A fake whose power limit and clock locks live in a JSON file: they outlive the
+    process that set them, as a real GPU's do (the file wins over the defaults)."""
 
     def __init__(self, path, **kw):
         super().__init__(setters=True, **kw)
         self.path = Path(path)
         if self.path.exists():
-            self.limit_mw = int(self.path.read_text())
+            saved = json.loads(self.path.read_text())
+            self.limit_mw, self.sm_lock = saved["limit_mw"], saved["sm_lock"]
         else:
             self._store()
 
     def _store(self):  # atomic: the test reads it while the child writes
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(str(self.limit_mw))
+        tmp.write_text(json.dumps({"limit_mw": self.limit_mw, "sm_lock": self.sm_lock}))
         os.replace(tmp, self.path)
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
         super().nvmlDeviceSetPowerManagementLimit(h, mw)
         self._store()
+
+
+def gpu_file(path: Path) -> tuple[int, int | None]:
+    """(power limit in mW, locked SM clock or None) of a FileNvml's GPU."""
+    saved = json.loads(Path(path).read_text())
+    return saved["limit_mw"], saved["sm_lock"]
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path, monkeypatch):
+    """Every test (and its child processes) keeps its per-GPU state files to itself."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
 
 
 def setters_called(nvml: FakeNvml) -> list[str]:
@@ -165,7 +233,7 @@ def test_sweep_writes_its_own_knobs_and_observed_clocks(tmp_path):
     assert header == COLUMNS and list(df.columns) == COLUMNS
     assert not set(JETSON) & set(header)
     assert len(df) == 8 and df["device"].iloc[0] == "nvidia-h100-80gb-hbm3"
-    assert df["power_w"].tolist() == pytest.approx([350.0] * 8)
+    assert df["power_w"].tolist() == pytest.approx([225.0] * 8)
     # observed: the clock the GPU ran at (1755), not its maximum (1980)
     assert (df["observed_gpu_mhz"] == 1755).all() and (df["observed_mem_mhz"] == 2619).all()
     assert df["observed_cpu_mhz"].isna().all()  # no CPU clock readable: empty, not made up
@@ -228,11 +296,11 @@ def test_power_limit_set_per_row_and_restored(tmp_path):
     assert list(df.columns) == ["device", "workload", "power_limit_w", *COLUMNS[2:]]
     assert df["power_limit_w"].tolist() == [150, 150, 250, 250]
     assert df["power_w"].tolist() == pytest.approx([75, 75, 125, 125])  # measured under it
-    assert nvml.sets == [150_000, 150_000, 250_000, 250_000, 700_000]  # restored at close
-    assert nvml.limit_mw == 700_000 and not nvml.up
+    assert nvml.sets == [150_000, 150_000, 250_000, 250_000, START_MW]  # restored at close
+    assert nvml.limit_mw == START_MW and not nvml.up
     meta = json.loads(meta_path(tmp_path / "p.csv").read_text())
     assert meta["backend"]["power_limit_changed"] is True
-    assert meta["backend"]["power_limit_w"] == 700 and meta["run"]["allow_power_limit"] is True
+    assert meta["backend"]["power_limit_w"] == 450 and meta["run"]["allow_power_limit"] is True
 
 
 def test_power_limit_restored_after_a_failing_step(tmp_path):
@@ -241,8 +309,8 @@ def test_power_limit_restored_after_a_failing_step(tmp_path):
         modes = b.modes([2, 4], power_limits_w=[150])
         with pytest.raises(ProfilingError, match="CUDA out of memory"):
             profile(b, modes, n_minibatches=2, progress=False)
-        assert nvml.sets == [150_000, 150_000, 700_000]  # on_error restored it at once
-    assert nvml.sets == [150_000, 150_000, 700_000]  # and close did not set it again
+        assert nvml.sets == [150_000, 150_000, START_MW]  # on_error restored it at once
+    assert nvml.sets == [150_000, 150_000, START_MW]  # and close did not set it again
 
 
 def test_power_limit_restored_when_the_steps_close_fails(tmp_path):
@@ -251,14 +319,14 @@ def test_power_limit_restored_when_the_steps_close_fails(tmp_path):
     b.configure({"power_limit_w": 200, "threads": 1, "num_workers": 0, "batch_size": 2})
     with pytest.raises(RuntimeError, match="dataloader worker hung"):
         b.close()
-    assert nvml.sets == [200_000, 700_000] and not nvml.up
+    assert nvml.sets == [200_000, START_MW] and not nvml.up
 
 
 def test_power_limit_restore_failure_says_how_to_restore(tmp_path):
     nvml = FakeNvml(setters=True, fail_restore=True)
     b = backend(tmp_path, nvml, allow_power_limit=True)
     b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
-    with pytest.raises(ProfilingError, match=r"sudo nvidia-smi -i 0 -pl 700"):
+    with pytest.raises(ProfilingError, match=r"sudo nvidia-smi -i 0 -pl 450"):
         b.close()
     assert not nvml.up
 
@@ -306,7 +374,7 @@ def test_clear_errors(tmp_path, monkeypatch):
     with backend(tmp_path) as b:
         with pytest.raises(ProfilingError, match="threads=100000"):
             b.configure({"threads": 100000, "batch_size": 2})
-        with pytest.raises(ProfilingError, match="cores: Jetson settings.*threads"):
+        with pytest.raises(ProfilingError, match="cores are Jetson settings.*threads"):
             b.configure({"cores": 4, "batch_size": 2})
 
 
@@ -362,7 +430,7 @@ def test_cli_power_limits(tmp_path, monkeypatch, capsys):
     assert main([*argv, "--allow-power-limit"]) == 0
     df = pd.read_csv(out)
     assert df["power_limit_w"].tolist() == [150, 150, 200, 200]
-    assert nvml.sets[-1] == 700_000 and set(nvml.sets[:-1]) == {150_000, 200_000}
+    assert nvml.sets[-1] == START_MW and set(nvml.sets[:-1]) == {150_000, 200_000}
     twin = ["profile", "--device", "orin-agx", "--workload", "resnet18", "--allow-power-limit"]
     assert main(twin) == 1
     assert "only --backend nvml sets a GPU power limit" in capsys.readouterr().err
@@ -372,13 +440,14 @@ def test_cli_power_limits(tmp_path, monkeypatch, capsys):
 HERE = Path(__file__).resolve().parent
 
 
-def _sweep_then(tmp_path, sig: int) -> tuple[int, int]:
-    """Start a power-limit sweep in a child, send ``sig`` once rows are written; return
-    the child's exit status and the limit (mW) it left on the fake GPU."""
-    out, limit = tmp_path / "p.csv", tmp_path / "limit_mw"
+def _sweep_then(tmp_path, sig: int) -> tuple[int, tuple[int, int | None]]:
+    """Start a power-limit x locked-clock sweep in a child, send ``sig`` once rows are
+    written; return the child's exit status and (limit in mW, locked SM clock) it left on
+    the fake GPU."""
+    out, gpu = tmp_path / "p.csv", tmp_path / "gpu.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
     child = subprocess.Popen(
-        [sys.executable, str(HERE / "nvml_child.py"), str(out), str(limit)],
+        [sys.executable, str(HERE / "nvml_child.py"), str(out), str(gpu)],
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -391,39 +460,64 @@ def _sweep_then(tmp_path, sig: int) -> tuple[int, int]:
             if child.poll() is not None:
                 pytest.fail(f"the sweep ended before the signal: {child.stderr.read()}")
             time.sleep(0.02)
-        assert int(limit.read_text()) != 700_000  # mid-sweep: the sweep's limit is set
+        limit, sm = gpu_file(gpu)
+        assert limit != START_MW and sm is not None  # mid-sweep: the sweep's settings
         child.send_signal(sig)
         child.wait(30)
     finally:
         if child.poll() is None:
             child.kill()
-    return child.returncode, int(limit.read_text())
+    return child.returncode, gpu_file(gpu)
 
 
 @pytest.mark.slow
 @pytest.mark.system
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_stop_signal_restores_the_power_limit(tmp_path, sig):
+def test_a_stop_signal_restores_the_power_limit_and_clocks(tmp_path, sig):
     rc, left = _sweep_then(tmp_path, sig)
-    assert left == 700_000  # restored, whatever the signal
+    assert left == (START_MW, None)  # limit restored, clocks unlocked, whatever the signal
     assert rc != 0  # and the run still ends as stopped
     rows = pd.read_csv(tmp_path / "p.csv")
     assert len(rows) >= 2 and rows["power_w"].notna().all()  # measured rows kept
+    assert set(rows["gpu_mhz"]) <= {1410, 990}
+    assert not list((tmp_path / "state").glob("gpu-*.json"))  # all restored: no state left
 
 
 @pytest.mark.slow
 @pytest.mark.system
-def test_after_a_sigkill_the_next_run_restores_the_recorded_limit(tmp_path):
+def test_after_a_sigkill_a_run_of_another_output_restores_the_original(tmp_path):
     rc, left = _sweep_then(tmp_path, signal.SIGKILL)
-    assert rc == -signal.SIGKILL and left != 700_000  # nobody could restore it
+    assert rc == -signal.SIGKILL and left[0] != START_MW and left[1] is not None
     meta = json.loads(meta_path(tmp_path / "p.csv").read_text())
-    assert meta["backend"]["power_limit_w"] == 700  # recorded before the first change
-    nvml = FileNvml(tmp_path / "limit_mw")  # the GPU as the killed run left it
-    with pytest.warns(RuntimeWarning, match=r"the run that started this output found 700 W"):
-        with backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False) as b:
-            modes = b.modes([2], threads=[1], power_limits_w=[150])
-            profile(b, modes, n_minibatches=3, out=tmp_path / "p.csv", progress=False)
-    assert nvml.limit_mw == 700_000  # the recorded limit, not the one found
+    assert meta["backend"]["power_limit_w"] == 450  # recorded before the first change
+    state = list((tmp_path / "state").glob("gpu-*.json"))
+    assert len(state) == 1 and json.loads(state[0].read_text())["power_limit_w"] == 450
+    nvml = FileNvml(tmp_path / "gpu.json")  # the GPU as the killed run left it
+    assert nvml.limit_mw == left[0]
+    with pytest.warns(RuntimeWarning, match=r"did not finish.*originally 450 W.*SM True"):
+        b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    with b:  # another output, no sidecar: the state file alone names the original
+        modes = b.modes([2], threads=[1], power_limits_w=[200])
+        profile(b, modes, n_minibatches=2, out=tmp_path / "other.csv", progress=False)
+    assert gpu_file(tmp_path / "gpu.json") == (START_MW, None)  # not 200 W, nor the 700 W max
+    assert not state[0].exists()
+
+
+def test_a_rerun_of_the_same_output_after_a_kill_restores_the_state_files_limit(tmp_path):
+    """The state file and the sidecar agree; the state file's value is taken, once."""
+    nvml = FakeNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    profile(b, b.modes([2], power_limits_w=[150]), n_minibatches=2, out=tmp_path / "p.csv",
+            progress=False)  # fmt: skip
+    b.sampler.stop()  # "killed": close never runs, the GPU stays at 150 W
+    again = FakeNvml(setters=True)
+    again.limit_mw = 150_000
+    with pytest.warns(RuntimeWarning, match="did not finish"):
+        b2 = backend(tmp_path, again, allow_power_limit=True, handle_signals=False)
+    with b2:
+        profile(b2, b2.modes([2, 4], power_limits_w=[150]), n_minibatches=2,
+                out=tmp_path / "p.csv", progress=False)  # fmt: skip
+    assert again.limit_mw == START_MW and again.sets[-1] == START_MW
 
 
 class RefusingNvml(FakeNvml):
@@ -434,10 +528,10 @@ class RefusingNvml(FakeNvml):
 
 
 class ClampingNvml(FakeNvml):
-    """A driver that clamps a restore to 650 W."""
+    """A driver that clamps a restore to 400 W."""
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
-        super().nvmlDeviceSetPowerManagementLimit(h, min(mw, 650_000))
+        super().nvmlDeviceSetPowerManagementLimit(h, min(mw, 400_000))
 
 
 def test_a_failed_setter_is_not_reported_as_a_failed_restore(tmp_path):
@@ -453,7 +547,7 @@ def test_a_clamped_restore_is_read_back_and_reported(tmp_path):
     nvml = ClampingNvml(setters=True)
     b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
     b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
-    with pytest.raises(ProfilingError, match=r"to 700 W left it at 650 W; restore it by hand"):
+    with pytest.raises(ProfilingError, match=r"to 450 W left it at 400 W; restore it by hand"):
         b.close()
 
 
@@ -468,3 +562,148 @@ def test_signal_handlers_are_put_back_at_close(tmp_path):
         warnings.simplefilter("error")
         backend(tmp_path, FakeNvml()).close()  # read-only: no handlers at all
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+# -- locked clocks ----------------------------------------------------------------------
+def test_clocks_refused_unless_allowed(tmp_path):
+    nvml = FakeNvml()
+    with backend(tmp_path, nvml) as b:
+        with pytest.raises(DataError, match="gpu_mhz are Jetson settings.*--allow-clocks"):
+            b.modes([2], gpu_clocks_mhz=[990])
+        with pytest.raises(DataError, match="gpu_mhz.*allow_clocks=True"):
+            profile(b, pd.DataFrame({"gpu_mhz": [990], "batch_size": [2]}), n_minibatches=2)
+    assert setters_called(nvml) == [] and "nvmlDeviceGetSupportedMemoryClocks" not in nvml.calls
+
+
+def test_clocks_locked_per_row_read_back_and_unlocked(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_clocks=True) as b:
+        assert b.config_columns[:2] == ("gpu_mhz", "threads")  # one memory clock: no knob
+        modes = b.modes([2, 4], threads=[1], gpu_clocks_mhz=[1410, 990])
+        df = profile(b, modes, n_minibatches=2, out=tmp_path / "c.csv", progress=False)
+        assert nvml.sm_lock == 990  # still locked while the backend is open
+        assert len(list((tmp_path / "state").glob("gpu-*.json"))) == 1
+    assert df["gpu_mhz"].tolist() == [1410, 1410, 990, 990]
+    assert df["observed_gpu_mhz"].tolist() == [1410, 1410, 990, 990]  # ran at the lock
+    assert nvml.locks == [("sm", 1410)] * 2 + [("sm", 990)] * 2
+    assert nvml.sm_lock is None and nvml.sets == []  # unlocked; power limit untouched
+    assert not list((tmp_path / "state").glob("gpu-*.json"))  # restored: state file gone
+    meta = json.loads(meta_path(tmp_path / "c.csv").read_text())
+    assert meta["backend"]["clocks_changed"] is True and meta["run"]["allow_clocks"] is True
+
+
+def test_unsupported_clock_refused_before_anything_is_set(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_clocks=True) as b:
+        modes = b.modes([2], gpu_clocks_mhz=[1410, 1000])
+        with pytest.raises(
+            ProfilingError, match=r"row 2: gpu_mhz=1000 is not.*6 clocks 705\.\.1980"
+        ):
+            profile(b, modes, n_minibatches=2, progress=False)
+    assert nvml.locks == [] and "nvmlDeviceResetGpuLockedClocks" not in nvml.calls
+
+
+def test_a_lock_that_does_not_take_is_an_error_and_still_reset(tmp_path):
+    nvml = FakeNvml(setters=True, ignore_lock=True)  # reads 1755 whatever the lock
+    b = backend(tmp_path, nvml, allow_clocks=True, handle_signals=False)
+    with pytest.raises(ProfilingError, match="gpu_mhz=990: the GPU reports 1755 MHz"):
+        b.configure({"gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    b.close()
+    assert nvml.sm_lock is None and nvml.calls.count("nvmlDeviceResetGpuLockedClocks") == 1
+    b2 = backend(tmp_path, FakeNvml(setters=True, ignore_lock=True), allow_clocks=True)
+    b2.configure({"gpu_mhz": 1980, "threads": 1, "batch_size": 2})  # below the lock: fine
+    b2.close()
+
+
+def test_memory_clocks_are_a_knob_where_the_gpu_has_several(tmp_path):
+    nvml = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    with backend(tmp_path, nvml, allow_clocks=True, allow_power_limit=True) as b:
+        assert b.config_columns[:3] == ("power_limit_w", "mem_mhz", "gpu_mhz")
+        bad = b.modes([2], mem_clocks_mhz=[1593], gpu_clocks_mhz=[1980])
+        with pytest.raises(ProfilingError, match=r"gpu_mhz=1980.*with memory at 1593 MHz"):
+            profile(b, bad, n_minibatches=2, progress=False)
+        modes = b.modes([2], mem_clocks_mhz=[2619, 1593], gpu_clocks_mhz=[990],
+                        power_limits_w=[300])  # fmt: skip
+        df = profile(b, modes, n_minibatches=2, progress=False)
+        filled = b.complete_modes(pd.DataFrame({"mem_mhz": [1593], "batch_size": [2]}))
+    assert filled["gpu_mhz"].tolist() == [1410]  # the top SM clock with that memory clock
+    assert df["mem_mhz"].tolist() == [2619, 1593] and df["observed_mem_mhz"].tolist() == [
+        2619,
+        1593,
+    ]
+    assert nvml.locks == [("mem", 2619), ("sm", 990), ("mem", 1593), ("sm", 990)]
+    assert nvml.mem_lock is None and nvml.sm_lock is None and nvml.limit_mw == START_MW
+    with backend(tmp_path, FakeNvml(setters=True), allow_clocks=True) as b:
+        with pytest.raises(DataError, match="mem_mhz are Jetson settings"):
+            b.check_modes(pd.DataFrame({"mem_mhz": [2619], "gpu_mhz": [990]}))
+
+
+def test_a_failed_unlock_says_how_and_the_power_limit_is_still_restored(tmp_path):
+    nvml = FakeNvml(setters=True, fail_reset=True)
+    b = backend(tmp_path, nvml, allow_clocks=True, allow_power_limit=True)
+    b.configure({"power_limit_w": 200, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    with pytest.raises(ProfilingError, match=r"unlock it by hand: sudo nvidia-smi -i 0 -rgc"):
+        b.close()
+    assert nvml.limit_mw == START_MW and not nvml.up
+    state = list((tmp_path / "state").glob("gpu-*.json"))
+    assert len(state) == 1 and json.loads(state[0].read_text())["sm_locked"] is True  # kept
+
+
+def test_a_live_run_on_the_same_gpu_is_refused(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "gpu-GPU-1234abcd-0000.json").write_text(
+            json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": sleeper.pid})
+        )
+        with pytest.raises(ProfilingError, match=f"process {sleeper.pid} is changing GPU"):
+            backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with pytest.warns(RuntimeWarning, match="did not finish.*originally 300 W"):
+        b = backend(tmp_path, FakeNvml(setters=True), allow_clocks=True)  # dead: adopted
+    b.close()  # restores the limit even though this run only locks clocks
+    assert not (state / "gpu-GPU-1234abcd-0000.json").exists()
+
+
+def test_device_spec_from_what_nvml_reports(tmp_path):
+    from powertrain.specs import device_spec_from_dict
+
+    with backend(tmp_path, FakeNvml(setters=True), allow_clocks=True, allow_power_limit=True) as b:
+        spec = b.device_spec()
+    assert spec["knobs"]["gpu_mhz"] == sorted(SM_CLOCKS[2619])
+    assert spec["knobs"]["power_limit_w"][0] == 100 and spec["knobs"]["power_limit_w"][-1] == 700
+    assert spec["power_cap"] == "power_limit_w" and "mem_mhz" not in spec["knobs"]
+    parsed = device_spec_from_dict(spec)
+    assert parsed.power_cap == "power_limit_w" and parsed.name == "nvidia-h100-80gb-hbm3"
+
+
+def test_cli_clocks_and_spec(tmp_path, monkeypatch, capsys):
+    nvml = FakeNvml(setters=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    out, spec = tmp_path / "o.csv", tmp_path / "gpu.json"
+    assert main(_cli(tmp_path, "--out", str(out), "--gpu-clocks", "1410,990")) == 1
+    assert "--gpu-clocks 1410,990: locking GPU clocks needs --allow-clocks" in (
+        capsys.readouterr().err
+    )
+    assert nvml.calls == [] and not out.exists()  # refused before NVML was even started
+    argv = _cli(tmp_path, "--out", str(out), "--gpu-clocks", "1410,990", "--allow-clocks")
+    assert main([*argv, "--spec-out", str(spec)]) == 0
+    df = pd.read_csv(out)
+    assert sorted(set(df["gpu_mhz"])) == [990, 1410] and len(df) == 4
+    assert nvml.sm_lock is None
+    assert json.loads(spec.read_text())["knobs"]["gpu_mhz"] == sorted(SM_CLOCKS[2619])
+    twin = ["profile", "--device", "orin-agx", "--workload", "resnet18", "--allow-clocks"]
+    assert main(twin) == 1
+    assert "only --backend nvml locks GPU clocks" in capsys.readouterr().err
+
+
+def test_an_unsupported_memory_clock_is_refused(tmp_path):
+    nvml = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    with backend(tmp_path, nvml, allow_clocks=True) as b:
+        modes = b.modes([2], mem_clocks_mhz=[2000], gpu_clocks_mhz=[990])
+        with pytest.raises(ProfilingError, match=r"mem_mhz=2000 is not a memory clock.*2619"):
+            profile(b, modes, n_minibatches=2, progress=False)
+    assert nvml.locks == []

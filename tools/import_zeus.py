@@ -4,10 +4,14 @@ Why a build script: the converted corpora are shipped; this records exactly how 
 made from the unmodified Apache-2.0 traces (../shared/data/zeus_nsdi23/ or --source), so
 anyone can redo it. The library never imports this module.
 
-Per GPU x workload: ``datasets/real/{gpu}_{workload}.csv`` with columns device, workload,
+Every GPU with a ``summary_power_{gpu}.csv`` in the source folder (``--gpu`` keeps some
+only; the release has V100 and A40). Per GPU x workload:
+``datasets/real/{gpu}_{workload}.csv`` with columns device, workload,
 batch_size, power_limit_w, epoch_s (one epoch's training time, s — the trace gives epoch
 time, not minibatch time, so the column says so) and power_w (average power over the
-epoch, W), plus a provenance sidecar. Per workload: ``r_{workload}.csv`` with the median
+epoch, W), plus a provenance sidecar; for a GPU the catalog does not know, the sidecar
+declares its device (``device_spec``: the power limit is the knob and the guard, its
+values the trace's limits). Per workload: ``r_{workload}.csv`` with the median
 epochs to the target metric per batch size over the seeds of the training trace.
 
 Target metric (rule fixed before looking at any result): per workload the highest target
@@ -29,6 +33,7 @@ from powertrain.hashing import sha256_file as sha256
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "zeus_nsdi23"
 OUT = ROOT / "datasets" / "real"
+CATALOG = ROOT / "powertrain" / "catalog" / "devices"
 POWER_COLUMNS = (
     "dataset",
     "network",
@@ -119,12 +124,49 @@ def r_table(
     raise TraceError(f"{source}: no target of {dataset}/{network} is reached by every batch size")
 
 
-def convert(source: Path, out: Path) -> list[Path]:
+def gpus_in(source: Path, only: list[str] | None = None) -> list[str]:
+    """The GPUs with a power trace in ``source`` (V100 before A40 as before, then by
+    name); ``only`` keeps those."""
+    if not source.is_dir():
+        raise TraceError(f"{source}: no such folder of Zeus traces")
+    found = [
+        p.name[len("summary_power_") : -len(".csv")] for p in source.glob("summary_power_*.csv")
+    ]
+    order = {"v100": 0, "a40": 1}
+    found = sorted(found, key=lambda g: (order.get(g, 2), g))
+    if only is not None:
+        missing = [g for g in only if g not in found]
+        if missing:
+            raise TraceError(
+                f"{source}: no summary_power_{missing[0]}.csv (GPUs found: {', '.join(found)})"
+            )
+        found = [g for g in found if g in only]
+    if not found:
+        raise TraceError(f"{source}: no summary_power_{{gpu}}.csv")
+    return found
+
+
+def device_spec(gpu: str, limits: list[float]) -> dict | None:
+    """A spec for a GPU the catalog lacks (None for one it has): the power limit is the
+    knob, so it is the power guard too."""
+    if (CATALOG / f"{gpu}.json").exists():
+        return None
+    return {
+        "name": gpu,
+        "description": f"NVIDIA {gpu.upper()} as measured in the Zeus NSDI '23 traces: the "
+        "power limit is the knob (nvidia-smi -pl / NVML)",
+        "knobs": {"power_limit_w": limits},
+        "monotone": {"power_w": {"power_limit_w": 1}},
+        "power_cap": "power_limit_w",
+    }
+
+
+def convert(source: Path, out: Path, gpus: list[str] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     train_path = source / "summary_train.csv"
     train = read_trace(train_path, TRAIN_COLUMNS)
     written = []
-    for gpu in ("v100", "a40"):
+    for gpu in gpus_in(source, gpus):
         path = source / f"summary_power_{gpu}.csv"
         power = read_trace(path, POWER_COLUMNS)
         for (dataset, network), df in power.groupby(["dataset", "network"]):
@@ -163,6 +205,9 @@ def convert(source: Path, out: Path) -> list[Path]:
                 "default_batch_size": DEFAULT_BATCH.get(wl),
                 "csv_sha256": sha256(csv),
             }
+            spec = device_spec(gpu, sorted(float(w) for w in power.power_limit.unique()))
+            if spec is not None:
+                prov["device_spec"] = spec
             (out / f"{gpu}_{wl}.provenance.json").write_text(json.dumps(prov, indent=1) + "\n")
             written.append(csv)
     for (dataset, network), _ in train.groupby(["dataset", "network"]):
@@ -187,9 +232,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default=str(DEFAULT_SOURCE), help="folder of the Zeus traces")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--gpu", nargs="+", help="GPUs to import (default: every one found)")
     args = ap.parse_args(argv)
     try:
-        files = convert(Path(args.source), Path(args.out))
+        files = convert(Path(args.source), Path(args.out), args.gpu)
     except TraceError as e:
         print(f"import_zeus: error: {e}", file=sys.stderr)
         return 1

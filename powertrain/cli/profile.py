@@ -67,8 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("twin", "jetson", "nvml"),
         default="twin",
         help="twin: the simulated board; jetson: this Jetson via sysfs (root); "
-        "nvml: this NVIDIA GPU, clocks untouched, power limit only with "
-        "--allow-power-limit (default: twin)",
+        "nvml: this NVIDIA GPU, clocks locked only with --allow-clocks, power limit only "
+        "with --allow-power-limit (default: twin)",
     )
     p.add_argument(
         "--device",
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="N random modes of the device (default 50; nvml: every combination), or a "
         "CSV file with cores,cpu_mhz,gpu_mhz,mem_mhz[,batch_size,num_workers] columns "
-        "(nvml: threads,num_workers,batch_size[,power_limit_w])",
+        "(nvml: threads,num_workers,batch_size[,power_limit_w,gpu_mhz,mem_mhz])",
     )
     p.add_argument(
         "--batch-size",
@@ -222,6 +222,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         "found at start is restored afterwards, also after an error (default: off, no "
         "NVML setting is changed)",
     )
+    n.add_argument(
+        "--gpu-clocks",
+        action=IntListAction,
+        default=None,
+        help="locked SM clocks in MHz to sweep (the gpu_mhz column), among those NVML "
+        "supports (nvidia-smi -q -d SUPPORTED_CLOCKS); needs --allow-clocks and root "
+        "(default: none, clocks are left alone)",
+    )
+    n.add_argument(
+        "--mem-clocks",
+        action=IntListAction,
+        default=None,
+        help="locked memory clocks in MHz to sweep (the mem_mhz column), where the GPU "
+        "supports several; needs --allow-clocks and root",
+    )
+    n.add_argument(
+        "--allow-clocks",
+        action="store_true",
+        help="let the nvml backend lock clocks for --gpu-clocks / --mem-clocks; they are "
+        "unlocked afterwards, also after an error or a stop signal, and after a SIGKILL "
+        "by the next run that may change settings (default: off)",
+    )
+    n.add_argument(
+        "--spec-out",
+        default=None,
+        help="write a device spec (JSON) built from what NVML reports: supported SM and "
+        "memory clocks, power limit range (needs --allow-clocks / --allow-power-limit to "
+        "read them)",
+    )
     p.set_defaults(func=cmd_profile)
 
 
@@ -298,21 +327,32 @@ def _backend_options(args: argparse.Namespace) -> dict:
     if args.backend == "nvml":
         return {
             "allow_power_limit": args.allow_power_limit,
+            "allow_clocks": args.allow_clocks,
             **given(args, gpu_index="gpu", sample_period_s="sample_period"),
         }
     return {}
 
 
 def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
-    """NVML sets no clocks: by default every (power limit, batch size, threads, workers)
+    """By default every (power limit, memory clock, SM clock, batch size, threads, workers)
     combination; a --modes file is crossed with the lists given on the command line."""
     if args.modes is not None and not args.modes.isdigit():
         from ..schema import read_csv
 
-        more = (("threads", args.threads), ("power_limit_w", args.power_limits))
+        more = (
+            ("threads", args.threads),
+            ("power_limit_w", args.power_limits),
+            ("gpu_mhz", args.gpu_clocks),
+            ("mem_mhz", args.mem_clocks),
+        )
         return _cross(read_csv(args.modes, "--modes"), args, more)
     modes = backend.modes(
-        args.batch_size or [16], args.threads, args.num_workers or [0], args.power_limits
+        args.batch_size or [16],
+        args.threads,
+        args.num_workers or [0],
+        args.power_limits,
+        args.gpu_clocks,
+        args.mem_clocks,
     )
     if args.modes is not None:
         k = int(args.modes)
@@ -323,8 +363,8 @@ def _nvml_modes(backend, args: argparse.Namespace) -> pd.DataFrame:
 
 
 def _check_power_limit_options(args: argparse.Namespace) -> None:
-    """Power limits are changed only on an explicit opt-in, and only by the nvml backend:
-    refuse before a backend starts rather than ignore an option silently."""
+    """Power limits and clocks are changed only on an explicit opt-in, and only by the
+    nvml backend: refuse before a backend starts rather than ignore an option silently."""
     options = (
         ("--power-limits", args.power_limits is not None),
         ("--allow-power-limit", args.allow_power_limit),
@@ -338,6 +378,30 @@ def _check_power_limit_options(args: argparse.Namespace) -> None:
             "limit needs --allow-power-limit (and root); the limit found at start is "
             "restored afterwards"
         )
+    clocks = (
+        ("--gpu-clocks", args.gpu_clocks is not None),
+        ("--mem-clocks", args.mem_clocks is not None),
+        ("--allow-clocks", args.allow_clocks),
+        ("--spec-out", args.spec_out is not None),
+    )
+    given = [name for name, used in clocks if used]
+    if given and args.backend != "nvml":
+        raise DataError(f"{' and '.join(given)}: only --backend nvml locks GPU clocks")
+    for name, values in (("--gpu-clocks", args.gpu_clocks), ("--mem-clocks", args.mem_clocks)):
+        if values is not None and not args.allow_clocks:
+            raise DataError(
+                f"{name} {','.join(map(str, values))}: locking GPU clocks needs "
+                "--allow-clocks (and root); clocks are unlocked afterwards"
+            )
+
+
+def _write_spec(backend, path: str) -> None:
+    """The GPU's spec as NVML reports it, for ``--device`` in later commands."""
+    import json
+
+    if not Path(path).parent.is_dir():
+        raise DataError(f"--spec-out {path}: folder {Path(path).parent} does not exist")
+    Path(path).write_text(json.dumps(backend.device_spec(), indent=1) + "\n")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -359,6 +423,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         step_options=_step_options(args),
         **_backend_options(args),
     ) as backend:
+        if args.spec_out is not None:
+            _write_spec(backend, args.spec_out)
         if args.strategy == "active":
             return _active(backend, args)
         modes = (

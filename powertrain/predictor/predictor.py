@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -476,6 +477,14 @@ def _cap_from(knob: str, target: str, df: pd.DataFrame) -> dict:
 
 def _power_cap(device, df: pd.DataFrame, inputs: Sequence[str], targets: Sequence[str]):
     knob = None if device is None else device.spec.power_cap
+    if knob is None and device is not None and device.spec.knobs and "power_w" in targets:
+        warnings.warn(
+            f"device {device.spec.name!r} has no power-limit knob (no 'power_cap' in its "
+            "spec, no 'power_limit_w' knob): predicted power has no hardware guard "
+            "(power_w_max), so picks under a power cap rest on the prediction alone",
+            UserWarning,
+            stacklevel=3,
+        )
     if knob is None or knob not in inputs or "power_w" not in targets:
         return None
     return _cap_from(knob, "power_w", df)

@@ -1,0 +1,217 @@
+"""Collect a real corpus on an NVIDIA GPU: power limit x locked SM clock x batch size.
+
+Why one script: GPU time is scarce (about 15 minutes a session, start-up included), so
+the whole collection is one command sized to a time budget, tested beforehand against
+the fake NVML of the test suite. Two training workloads run in real torch on synthetic
+data: a CNN (ResNet-18, 224 x 224 images) and a transformer (a GPT-style decoder on
+random tokens). The grid -- power limits, SM clocks and batch sizes -- comes from what
+NVML reports, so the same script suits any GPU. Configurations run in a seeded random
+order, each chunk sorted by (limit, clock) so few settings change, until the budget is
+spent: a run cut short is still a uniform sample of the grid. Every row is
+``n_minibatches`` minibatches with NVML power; the power limit and clocks are restored
+at the end (and after a kill, by the next run: see NvmlBackend).
+
+Output in ``--out``: per workload ``{device}_{workload}.csv`` (the package's corpus
+format, with a ``.provenance.json`` sidecar: GPU, driver, CUDA and torch versions,
+date, the device spec NVML reported) and the profiler's own logs beside them. Needs
+root (power limits and clocks) and ``pip install powertrain[nvml]``::
+
+    sudo python tools/collect_gpu_corpus.py --out datasets/real/h100 --budget-s 480
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from powertrain.backends.nvml import NvmlBackend
+from powertrain.hashing import sha256_file
+from powertrain.profiling.sweep import profile
+from powertrain.steps.model_step import ModelStep
+from powertrain.steps.step import TrainingStep
+from powertrain.steps.torch_workloads import SyntheticImages, resnet18
+
+#: per workload: batch sizes (the CNN's images, the transformer's sequences)
+BATCH_SIZES = {"resnet18": (32, 64, 128, 256), "gpt-small": (8, 16, 32, 64)}
+SMALL_BATCH_SIZES = (2, 3)  # --small: a CPU test
+N_LIMITS, N_CLOCKS = 5, 8  # 2 workloads x 5 x 8 x 4 batch sizes = 320 configurations
+#: the lowest SM clock swept, as a share of the top one (below, training crawls)
+MIN_CLOCK_SHARE = 0.4
+CHUNK = 16  # configurations between two looks at the clock
+
+
+class Tokens:
+    """Random token sequences (a small seeded pool): inputs and next-token targets."""
+
+    def __init__(self, n: int, seq: int, vocab: int, seed: int = 0, pool: int = 64):
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        self.n, self.data = n, torch.randint(0, vocab, (pool, seq + 1), generator=g)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        row = self.data[i % len(self.data)]
+        return row[:-1], row[1:]
+
+
+def gpt_small(vocab: int, d_model: int, layers: int, seq: int) -> Any:
+    """A GPT-style decoder: embeddings, causal self-attention blocks, a vocabulary head."""
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d_model)
+            self.pos = nn.Parameter(torch.zeros(1, seq, d_model))
+            block = nn.TransformerEncoderLayer(
+                d_model, max(1, d_model // 64), 4 * d_model, batch_first=True, norm_first=True
+            )
+            self.blocks = nn.TransformerEncoder(block, layers)
+            self.head = nn.Linear(d_model, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+        def forward(self, x: Any) -> Any:
+            h = self.tok(x) + self.pos[:, : x.shape[1]]
+            return self.head(self.blocks(h, mask=self.mask, is_causal=True))
+
+    return Decoder()
+
+
+def make_steps(small: bool, device: Any) -> dict[str, TrainingStep]:
+    """The two workloads (``small``: tiny versions for a CPU test)."""
+    import torch
+
+    torch.manual_seed(0)
+    size, width = (16, 4) if small else (224, 64)
+    vocab, d_model, layers, seq = (32, 16, 1, 8) if small else (8192, 512, 6, 256)
+    cnn = ModelStep(resnet18(1000, width), SyntheticImages(4096, size, 1000), device=device)
+    ce = torch.nn.CrossEntropyLoss()
+
+    def lm_loss(logits: Any, y: Any) -> Any:
+        return ce(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    lm = ModelStep(gpt_small(vocab, d_model, layers, seq), Tokens(4096, seq, vocab),
+                   loss_fn=lm_loss, device=device)  # fmt: skip
+    return {
+        "resnet18": TrainingStep(cnn, name="resnet18", device=cnn.device),
+        "gpt-small": TrainingStep(lm, name="gpt-small", device=lm.device),
+    }
+
+
+def spread(values: list[float], n: int) -> list[float]:
+    """``n`` values of a sorted table, evenly spread, both ends included."""
+    idx = np.unique(np.round(np.linspace(0, len(values) - 1, n)).astype(int))
+    return [float(values[i]) for i in idx]
+
+
+def grid(
+    backend: NvmlBackend,
+    batch_sizes: tuple[int, ...],
+    n_limits: int = N_LIMITS,
+    n_clocks: int = N_CLOCKS,
+) -> pd.DataFrame:
+    """Power limits from the spec's 25 W grid and SM clocks from NVML's supported table
+    (at least MIN_CLOCK_SHARE of the top clock), crossed with the batch sizes."""
+    spec = backend.device_spec()
+    limits = spread(spec["knobs"]["power_limit_w"], n_limits)
+    clocks = spec["knobs"]["gpu_mhz"]
+    clocks = spread([c for c in clocks if c >= MIN_CLOCK_SHARE * max(clocks)], n_clocks)
+    return backend.modes(
+        batch_sizes, threads=[backend._threads0], power_limits_w=limits,
+        gpu_clocks_mhz=clocks,
+    )  # fmt: skip
+
+
+def provenance(backend: NvmlBackend, csv: Path, workload: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    info = backend.describe()
+    return {
+        "source": "measured by this project: python tools/collect_gpu_corpus.py "
+        + " ".join(sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": info["gpu"],
+        "driver": info.get("driver"),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "workload": workload,
+        "n_minibatches": args.minibatches,
+        "time_column": "time_ms is one training minibatch (forward, loss, backward, SGD step)",
+        "power": "NVML nvmlDeviceGetPowerUsage, averaged over the measured minibatches",
+        "device_spec": backend.device_spec(),
+        "csv_sha256": sha256_file(csv),
+    }
+
+
+def collect(workload: str, step: TrainingStep, args: argparse.Namespace, nvml: Any) -> Path | None:
+    """One workload's sweep, chunk by chunk until the deadline; returns its CSV (None:
+    the budget was spent before its first configuration)."""
+    b = NvmlBackend(
+        step, gpu_index=args.gpu, nvml=nvml, allow_power_limit=True, allow_clocks=True,
+        sample_period_s=args.sample_period,
+    )  # fmt: skip
+    with b:
+        sizes = SMALL_BATCH_SIZES if args.small else BATCH_SIZES[workload]
+        modes = grid(b, sizes, args.n_limits, args.n_clocks)
+        modes = modes.sample(frac=1.0, random_state=args.seed)
+        csv = Path(args.out) / f"{b.device_name}_{workload}.csv"
+        order = list(b.config_columns[:2])  # power limit, clock: set as few times as possible
+        for start in range(0, len(modes), CHUNK):
+            if time.monotonic() > args.deadline:
+                print(f"{workload}: budget spent after {start} of {len(modes)} configurations")
+                break
+            chunk = modes.iloc[start : start + CHUNK].sort_values(order, kind="mergesort")
+            profile(b, chunk, n_minibatches=args.minibatches, out=csv, progress=False,
+                    max_settle_s=args.max_settle_s)  # fmt: skip
+        if not csv.exists():
+            return None
+        side = csv.with_name(csv.stem + ".provenance.json")
+        side.write_text(json.dumps(provenance(b, csv, workload, args), indent=1) + "\n")
+    return csv
+
+
+def main(argv: list[str] | None = None, nvml: Any = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for the corpus (created)")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting chunks after")
+    ap.add_argument("--minibatches", type=int, default=40)
+    ap.add_argument("--max-settle-s", type=float, default=3.0)
+    ap.add_argument("--sample-period", type=float, default=0.05)
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-limits", type=int, default=N_LIMITS, help="power limits swept")
+    ap.add_argument("--n-clocks", type=int, default=N_CLOCKS, help="SM clocks swept")
+    ap.add_argument("--small", action="store_true", help="tiny models (tests on a CPU)")
+    ap.add_argument("--device", default=None, help="torch device (default: cuda if present)")
+    args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    steps = make_steps(args.small, args.device)
+    t0, written = time.monotonic(), []
+    for i, (name, step) in enumerate(steps.items()):  # each its share, plus what is left
+        args.deadline = t0 + args.budget_s * (i + 1) / len(steps)
+        csv = collect(name, step, args, nvml)
+        if csv is not None:
+            written.append(csv)
+    for csv in written:
+        print(f"{csv}: {len(pd.read_csv(csv))} configurations")
+    print(
+        "next: python benchmarks/real_data.py --data OUT; python benchmarks/decisions.py "
+        "--sections real --data OUT; python benchmarks/frequency.py --data OUT"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
