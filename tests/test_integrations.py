@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from test_profiling_nvml import FakeNvml
+from test_profiling_nvml import START_MW, FakeNvml
 from test_tuner import QUICK, Recording, gpu_reference, nvml_board
 
 import powertrain as pt
@@ -115,7 +115,7 @@ def test_a_lightning_run_on_the_fake_nvml_sets_limits_and_restores(tmp_path):
         nvml_board(fake), gpu_reference(), 200.0, budget=6, minibatches=5, transfer_options=QUICK
     )
     lightning_run(tmp_path, cb, steps=60)
-    assert len(fake.sets) >= 2 and fake.limit_mw == 700_000 and not fake.up
+    assert len(fake.sets) >= 2 and fake.limit_mw == START_MW and not fake.up
 
 
 def test_lightning_on_a_board_it_cannot_control_warns_once(tmp_path):
@@ -191,4 +191,4 @@ def test_a_transformers_run_on_the_fake_nvml_restores_the_limit(tmp_path, monkey
         nvml_board(fake), gpu_reference(), 200.0, budget=6, minibatches=5, transfer_options=QUICK
     )
     hf_run(tmp_path, monkeypatch, cb, steps=60)
-    assert len(fake.sets) >= 2 and fake.limit_mw == 700_000
+    assert len(fake.sets) >= 2 and fake.limit_mw == START_MW

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_profiling_nvml import FakeNvml
+from test_profiling_nvml import START_MW, FakeNvml
 
 import powertrain as pt
 from powertrain.backends import NvmlBackend, TwinBackend
@@ -227,7 +227,7 @@ def test_on_the_fake_nvml_it_sets_limits_and_puts_the_first_back():
     s = tuner.close()
     assert tuner.settled and s.config["power_limit_w"] <= 400  # draws limit / 2 <= 200 W
     assert len(fake.sets) >= s.n_measured >= 5
-    assert fake.limit_mw == 700_000 and fake.sets[-1] == 700_000  # restored
+    assert fake.limit_mw == START_MW and fake.sets[-1] == START_MW  # the limit found at start
     assert not fake.up  # NVML shut down
 
 
@@ -251,7 +251,7 @@ def test_a_stop_signal_mid_step_restores_the_power_limit():
                 if i == 30:
                     os.kill(os.getpid(), signal.SIGTERM)
     assert stop.value.code == 128 + signal.SIGTERM
-    assert fake.limit_mw == 700_000 and len(fake.sets) >= 2
+    assert fake.limit_mw == START_MW and len(fake.sets) >= 2
     assert signal.getsignal(signal.SIGTERM) is not None  # handler given back
 
 
