@@ -81,7 +81,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         jobs = [("csv", n, [str(_csv(n, folder))]) for n in args.rows]
-        jobs += [("space", n, ["--device", str(_space(n, folder))]) for n in args.space]
+        jobs += [  # a made-up device: the model predicts it as a cross-device guess
+            ("space", n, ["--device", str(_space(n, folder)), "--cross-device"])
+            for n in args.space
+        ]
         for kind, n, source in jobs:
             out = folder / "pred.csv"
             argv = [str(BIN), "predict", *source, "-m", args.model, "-b", "16", "-o", str(out)]

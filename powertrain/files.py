@@ -13,6 +13,9 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import IO, Any, Iterator
+
+from .errors import DataError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -81,3 +84,69 @@ def replace_dir(new: str | Path, path: str | Path) -> None:
     os.replace(path, old)
     os.replace(new, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", fsync: bool = True) -> Iterator[IO[Any]]:
+    """A file object for writing ``path`` whole or not at all, streamed: the rows go to a
+    hidden temporary file beside it, renamed over ``path`` only when the ``with`` block
+    ends without an error. An error removes the temporary file, so ``path`` is absent or
+    still the previous file: never a truncated one that looks whole. The rename replaces
+    a symlink at ``path`` itself; it never writes through it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    kw: dict[str, Any] = {} if "b" in mode else {"newline": "", "encoding": "utf-8"}
+    try:
+        with open(tmp, mode, **kw) as f:
+            yield f
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(path)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (links and ``./`` spellings included); checked
+    before anything is opened, so an output never truncates its own input."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def refuse_same(out: str | Path, *inputs: str | Path | None, flag: str = "--out") -> None:
+    """Raise a one-line error when the output ``out`` is one of the ``inputs``."""
+    for src in inputs:
+        if src is not None and same_file(src, out):
+            raise DataError(
+                f"{flag} {out}: is the input {src}; writing it would destroy the input "
+                "(give another output path)"
+            )
+
+
+def inside(folder: str | Path, path: str | Path) -> Path:
+    """``path`` (a file to write in ``folder``), refused when an existing part of it is a
+    symlink that leads out of ``folder``: writes never escape the folder a user named."""
+    root = Path(folder).resolve()
+    target = Path(path)
+    parent = target.parent.resolve()
+    if parent != root and root not in parent.parents:
+        raise DataError(f"{target}: leads out of the folder {folder} (a symlink); not written")
+    return target
+
+
+def put(folder: str | Path, name: str, data: str | bytes) -> Path:
+    """Write the file ``name`` in ``folder`` whole or not at all (:func:`atomic_write`),
+    refused where a symlinked part of ``name`` leads out of ``folder``."""
+    path = inside(folder, Path(folder) / name)
+    atomic_write(path, data)
+    return path

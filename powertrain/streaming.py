@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import pandas as pd
 
 from .errors import DataError, PowerTrainError
-from .files import disk_reason
+from .files import atomic_open, disk_reason
 from .schema import check_columns
 
 #: rows per chunk: about 100 MB of working memory while predicting
@@ -51,10 +51,26 @@ def read_csv_chunks(
             yield df
     except pd.errors.EmptyDataError:
         raise DataError(f"{where}: the file is empty (no header, no rows)") from None
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise DataError(f"{where}: not a readable CSV ({e})") from None
+    except UnicodeDecodeError as e:
+        row = _undecodable_row(path)
+        raise DataError(f"{where}: {row} is not UTF-8 text ({e.reason})") from None
+    except (OSError, pd.errors.ParserError) as e:
+        reason = " ".join(str(e).split())  # the parser's text spans lines
+        raise DataError(f"{where}: not a readable CSV ({reason})") from None
     if n == 0:
         raise DataError(f"{where}: has a header but no rows")
+
+
+def _undecodable_row(path: str | Path) -> str:
+    """``row N`` (1-based data row, as the other errors count) of the first line that is
+    not UTF-8: the decoder only knows a byte position inside its buffer."""
+    with open(path, "rb") as f:
+        for i, line in enumerate(f):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return "the header" if i == 0 else f"row {i}"
+    return "a line"  # pragma: no cover - pandas found one
 
 
 def predict_chunks(
@@ -126,8 +142,8 @@ def write_csv_chunks(frames: Iterable[pd.DataFrame], out: str | Path | IO[str]) 
             if out is sys.stdout:  # and let the interpreter's last flush go nowhere
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return n
-    try:
-        with open(out, "w", newline="") as f:
+    try:  # whole or not at all: an error mid-stream leaves no truncated file behind
+        with atomic_open(out) as f:
             for i, df in enumerate(frames):
                 df.to_csv(f, index=False, header=i == 0)
                 n += len(df)

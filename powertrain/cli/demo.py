@@ -29,6 +29,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .. import get_device
     from ..errors import NoFeasibleModeError
     from ..evaluate import cap_sweep
+    from ..files import put
     from ..metrics import mape
     from ..report.figures import figure_png, new_figure, plot_time_power
     from ..report.pages import case_page_html, table_html
@@ -75,9 +76,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say(f"   note: {note}")
     samples, est, truth, front = run.samples, run.estimates, run.truth, run.front
     assert truth is not None
-    samples.to_csv(out / "samples.csv", index=False)
-    est.to_csv(out / "estimates.csv", index=False)
-    front.to_csv(out / "pareto_front.csv", index=False)
+    for name, table in (("samples", samples), ("estimates", est), ("pareto_front", front)):
+        put(out, f"{name}.csv", table.to_csv(index=False))
     profiled_min = samples["profile_s"].sum() / 60
     feasible_truth = truth[truth["power_w"] <= args.power_cap]
     optimum = feasible_truth.loc[feasible_truth["time_ms"].idxmin()]
@@ -129,7 +129,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ax=new_figure()[1],
     )
     png = figure_png(ax)
-    (out / "time_power.png").write_bytes(png)
+    put(out, "time_power.png", png)
     table = pd.DataFrame(picks).rename_axis("pick").reset_index()
     shown = ["pick", "power_cap_w", *dev.knobs, "batch_size", "time_ms", "time_ms_std",
              "power_w", "power_w_std", "true_time_ms", "true_power_w", "over_cap_w",
@@ -144,11 +144,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         table[[c for c in shown if c in table.columns]],
         sections=[("The predicted Pareto front, mode by mode", front_table)],
     )
-    (out / "report.html").write_text(page)
+    put(out, "report.html", page)
     width = max(map(len, summary))
     for k, v in summary.items():
         say(f"   {k:<{width}}  {v}")
-    pd.DataFrame([summary]).to_csv(out / "summary.csv", index=False)
+    put(out, "summary.csv", pd.DataFrame([summary]).to_csv(index=False))
     say(
         f"wrote {out}/report.html, time_power.png, estimates.csv, pareto_front.csv, "
         "samples.csv, summary.csv"

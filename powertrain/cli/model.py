@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataError, ModelFileError
+from ..files import refuse_same
 from .args import (
     IntListAction,
     command,
@@ -135,8 +136,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .tables import integer_columns
 
     if args.out not in (None, "-"):
+        refuse_same(args.out, args.modes)  # before anything is opened
         _check_out(args.out, directory=False)
     model = _load_model(args.model)
+    if args.device:
+        _check_model_device(model, args.model, args.device, args.cross_device)
     check = None
     if args.modes:
         chunks = read_csv_chunks(args.modes)
@@ -176,6 +180,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if n is not None:
         done(f"wrote {n} predictions to {args.out}")
     return 0
+
+
+def _check_model_device(model, name: str, device: str, allow: bool) -> None:
+    """Refuse predicting a device the model was not trained on (its clocks may lie inside
+    the training ranges, so no extrapolation warning would fire), unless ``allow``:
+    then say loudly that the numbers are a cross-device guess."""
+    from ..devices import get_device
+    from ..predictor.checks import trained_devices
+
+    known = trained_devices(model.info_)
+    dev = get_device(device)
+    device = dev.name
+    if not known or device in known or set(dev.knobs) - set(model.inputs_):
+        return  # other knobs: predict names the columns the model reads
+    text = f"model {name} was trained on {', '.join(known)}, not on {device}"
+    if not allow:
+        raise DataError(
+            f"--device {device}: {text}; transfer it with samples of {device} "
+            "(powertrain transfer), or pass --cross-device for a cross-device guess"
+        )
+    print(f"warning: {text}: these predictions are a cross-device guess", file=sys.stderr)
 
 
 def _print_chunks(frames, model, args: argparse.Namespace) -> None:
@@ -261,6 +286,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action=IntListAction,
         help="batch size(s), e.g. 16,32 or 16 32; several repeat each mode "
         "(default: the CSV's batch_size column)",
+    )
+    p.add_argument(
+        "--cross-device",
+        action="store_true",
+        help="predict a --device the model was not trained on (a guess; refused otherwise)",
     )
     p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
     p.add_argument(

@@ -37,6 +37,40 @@ class ExtrapolationWarning(UserWarning):
     """A configuration lies outside the ranges the model (or its reference) was trained on."""
 
 
+class CrossDeviceWarning(UserWarning):
+    """Predictions for a device the model was not trained on: a cross-device guess."""
+
+
+def trained_devices(info: Mapping[str, Any]) -> list[str]:
+    """The devices a model's own training (or transfer) table named; empty when it did
+    not say (a table without a ``device`` column)."""
+    named = (info.get("trained_on") or {}).get("device") or []
+    return [str(d) for d in named if d != "..."]
+
+
+def other_devices(frame: pd.DataFrame, info: Mapping[str, Any]) -> list[str]:
+    """The devices a ``device`` column of ``frame`` names that the model was not trained
+    on (empty when either side does not say)."""
+    known = trained_devices(info)
+    if not known or "device" not in frame.columns or len(known) >= 8:  # 8+: a list cut short
+        return []
+    return sorted(set(map(str, frame["device"].dropna().unique())) - set(known))
+
+
+def warn_other_device(frame: pd.DataFrame, info: Mapping[str, Any]) -> None:
+    """Say loudly that rows of another device get a cross-device guess (the knobs may
+    lie inside the training ranges, so the extrapolation warning stays silent)."""
+    other = other_devices(frame, info)
+    if other:
+        warnings.warn(
+            f"predict: rows of {', '.join(other)}, but the model was trained on "
+            f"{', '.join(trained_devices(info))}: a cross-device guess; transfer the model "
+            "with samples of that device first",
+            CrossDeviceWarning,
+            stacklevel=3,
+        )
+
+
 def check_column_roles(
     inputs: Sequence[str], targets: Sequence[str], source: str | None = None
 ) -> None:

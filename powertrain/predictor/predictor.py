@@ -323,6 +323,7 @@ class Predictor(BaseEstimator):
         )
         X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
+        checks.warn_other_device(frame, self.info_)
         out = frame.copy()
         cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
