@@ -24,6 +24,28 @@ from .schema import check_columns
 #: rows per chunk: about 100 MB of working memory while predicting
 CHUNK_ROWS = 100_000
 
+#: a streamed table of more rows than this needs its flag (``--max-rows``) raised: about
+#: 4 GB of CSV and half an hour of predicting on two cores
+MAX_ROWS = 100_000_000
+
+
+def check_rows(n: int, sample: pd.DataFrame, limit: int | None, what: str) -> None:
+    """Refuse, before any work, a table of ``n`` rows over ``limit`` (default
+    :data:`MAX_ROWS`), naming its size on disk (estimated from ``sample``'s CSV) and the
+    flag that allows it."""
+    limit = MAX_ROWS if limit is None else limit
+    if n <= limit:
+        return
+    per_row = len(sample.to_csv(index=False, header=False)) / max(len(sample), 1)
+    size = n * per_row
+    unit = next((u for u, b in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9)) if size >= b), "MB")
+    scale = {"PB": 1e15, "TB": 1e12, "GB": 1e9, "MB": 1e6}[unit]
+    raise DataError(
+        f"{what}: {n:,} rows (about {size / scale:,.1f} {unit} of CSV) is more than "
+        f"{limit:,}; pass --max-rows {n} to write it anyway"
+    )
+
+
 _ROW = re.compile(r"\brow (\d+)")
 
 

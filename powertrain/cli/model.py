@@ -155,7 +155,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         if not args.device:
             raise DataError("give a modes CSV or --device to predict every power mode")
-        chunks = get_device(args.device).iter_power_modes()
+        from ..streaming import check_rows
+
+        dev = get_device(args.device)
+        first = next(dev.iter_power_modes(chunk=1000))
+        n_rows = dev.n_modes * len(args.batch_size or [1])
+        check_rows(n_rows, first, args.max_rows, f"--device {dev.name}")
+        chunks = dev.iter_power_modes()
         source = f"the modes of {args.device}"
     sizes = args.batch_size  # None: the CSV's column; one size; or several (repeat modes)
     batch = sizes if sizes is None or len(sizes) > 1 else sizes[0]
@@ -291,6 +297,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--cross-device",
         action="store_true",
         help="predict a --device the model was not trained on (a guess; refused otherwise)",
+    )
+    p.add_argument(
+        "--max-rows",
+        type=positive_int,
+        default=None,
+        help="refuse --device beyond this many rows (modes x batch sizes; default 100,000,000)",
     )
     p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
     p.add_argument(
