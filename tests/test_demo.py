@@ -47,6 +47,16 @@ def test_demo_pick_matches_an_independent_rerun_of_the_flow(demo):
     pick = pt.fastest_under(mine, power_cap_w=25)
     printed = dict(kv.split("=") for kv in summary["chosen"].split(", "))
     assert {c: float(printed[c]) for c in MODE} == {c: float(pick[c]) for c in MODE}
+    # the same pick by brute force in pandas, not through the library's pick: the
+    # fastest predicted row whose predicted power is within the cap (power exactly at
+    # the cap counts as within)
+    within = est[est["power_w"] <= 25]
+    brute = within.loc[within["time_ms"].idxmin()]
+    assert {c: float(brute[c]) for c in MODE} == {c: float(printed[c]) for c in MODE}
+    # the true optimum it printed is the twin's, by brute force over every mode
+    truth_all = pt.Twin("orin-agx", "mobilenetv3", seed=0).expected(dev.power_modes(), 16)
+    best = truth_all[truth_all["power_w"] <= 25]["time_ms"].min()
+    assert f"{best:.1f} ms" in summary["true optimum under cap"]
     # and the "true" figures it printed are the twin's for that mode (to their 0.1 digits)
     truth = pt.Twin("orin-agx", "mobilenetv3", seed=0).expected(pick[MODE].to_frame().T, 16)
     t_ms, p_w = map(float, re.findall(r"[\d.]+", summary["chosen: true"])[:2])
