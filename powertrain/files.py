@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -50,13 +51,27 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def _special(path: Path) -> bool:
+    """Whether ``path`` is an existing file that is not a regular file or a symlink (a
+    device such as /dev/full, a named pipe): a rename would replace the node itself."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+
+
 def atomic_write(path: str | Path, data: str | bytes, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` whole or not at all: written to a hidden temporary
     file beside it (fsynced), then renamed over it. A failed write removes the temporary
     file and raises the ``OSError``; the old file, if any, is untouched."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     raw = data.encode() if isinstance(data, str) else data
+    if _special(path):  # a device or a pipe: written in place, never replaced
+        with open(path, "wb") as f:
+            f.write(raw)
+        return
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(raw)
@@ -94,8 +109,12 @@ def atomic_open(path: str | Path, mode: str = "w", fsync: bool = True) -> Iterat
     still the previous file: never a truncated one that looks whole. The rename replaces
     a symlink at ``path`` itself; it never writes through it."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     kw: dict[str, Any] = {} if "b" in mode else {"newline": "", "encoding": "utf-8"}
+    if _special(path):  # a device or a pipe (/dev/full, a fifo): written in place, never
+        with open(path, mode, **kw) as f:  # replaced by a regular file
+            yield f
+        return
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, mode, **kw) as f:
             yield f

@@ -56,6 +56,22 @@ def test_atomic_open_leaves_the_previous_file_on_an_error(tmp_path):
     assert os.listdir(tmp_path) == ["out.csv"]  # no temporary file left behind
 
 
+def test_a_device_or_pipe_is_written_in_place_never_replaced(tmp_path):
+    """A rename over /dev/full would swap the device for a regular file (it once did)."""
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    with atomic_open(fifo) as f:
+        f.write("a,b\n")
+    reader.join(10)
+    assert got == [b"a,b\n"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
 @pytest.mark.parametrize(
     "bad, says",
     [
