@@ -68,6 +68,31 @@ def _timed(argv: list[str]) -> dict:
     }
 
 
+#: the reference figure of the same run: the two heads' forward pass over the same rows,
+#: in a fresh process after its imports (what predict cannot go below)
+FORWARD = """
+import sys, time
+import numpy as np, pandas as pd
+import powertrain as pt
+model = pt.Predictor.from_pretrained(sys.argv[2])
+X = pd.read_csv(sys.argv[1])[list(model.inputs_)].to_numpy(dtype=np.float64)
+t = time.perf_counter()
+for head in model.heads_.values():
+    head.predict(X)
+print(f"FORWARD {time.perf_counter() - t:.3f}")
+"""
+
+
+def _forward(path: Path, model: str) -> float:
+    run = subprocess.run(
+        [sys.executable, "-c", FORWARD, str(path), model], capture_output=True, text=True
+    )
+    m = re.search(r"FORWARD ([\d.]+)", run.stdout)
+    if run.returncode != 0 or m is None:
+        raise SystemExit(f"the forward-pass reference failed:\n{run.stderr[-2000:]}")
+    return float(m.group(1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="*", default=[], help="CSV sizes to predict")
@@ -82,21 +107,28 @@ def main() -> int:
         folder = Path(d)
         jobs = [("csv", n, [str(_csv(n, folder))]) for n in args.rows]
         jobs += [  # a made-up device: the model predicts it as a cross-device guess
-            ("space", n, ["--device", str(_space(n, folder)), "--cross-device"])
-            for n in args.space
+            ("space", n, ["--device", str(_space(n, folder)), "--cross-device"]) for n in args.space
         ]
         for kind, n, source in jobs:
             out = folder / "pred.csv"
             argv = [str(BIN), "predict", *source, "-m", args.model, "-b", "16", "-o", str(out)]
             r = _timed(argv)
+            if kind == "csv":  # the same rows through the bare network, same machine, now
+                r["forward_s"] = _forward(Path(source[0]), args.model)
+                r["ratio_to_forward"] = r["wall_s"] / r["forward_s"]
             with open(out) as f:
                 rows = sum(1 for _ in f) - 1
             r.update(kind=kind, requested=n, rows=rows)
             results.append(r)
             out.unlink()
+            ref = (
+                f"  forward pass {r['forward_s']:.1f} s (wall = {r['ratio_to_forward']:.1f}x)"
+                if "forward_s" in r
+                else ""
+            )
             print(
                 f"{kind:<6} {rows:>11,} rows  wall {r['wall_s']:8.1f} s  cpu {r['cpu_s']:8.1f} s  "
-                f"peak RSS {r['peak_rss_mb']:7.0f} MB"
+                f"peak RSS {r['peak_rss_mb']:7.0f} MB{ref}"
             )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if args.json:

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from .errors import DataError, PowerTrainError
@@ -147,8 +148,93 @@ def predict_chunks(
         warnings.warn(text, ExtrapolationWarning, stacklevel=2)
 
 
+#: characters that make a CSV cell need quoting: such a chunk goes through pandas
+_QUOTE = re.compile(r'[",\n\r]')
+
+
+def _cells(values: pd.Series) -> list[str] | None:
+    """One column as CSV cells, as pandas writes them (floats as their shortest exact
+    repr, a gap as an empty cell); None when a cell would need quoting. A column with few
+    distinct values (the knobs of a modes table) formats each value once."""
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return ["True" if v else "False" for v in values.tolist()]
+    numeric = pd.api.types.is_numeric_dtype(values.dtype)
+    fmt = repr if pd.api.types.is_float_dtype(values.dtype) else str
+    few = len(values) > 64 and values.iloc[:1000].nunique(dropna=False) * 4 <= min(
+        len(values), 1000
+    )
+    codes, uniques = pd.factorize(values, use_na_sentinel=True) if few else (None, [])
+    if few and len(uniques) * 4 <= len(values):
+        text = [fmt(u) for u in uniques.tolist()] + [""]
+        if not numeric and any(_QUOTE.search(t) for t in text):
+            return None
+        return list(np.asarray(text, dtype=object)[codes])  # a gap (-1) is the last: ""
+    if numeric:
+        raw = values.tolist()
+        if fmt is repr and values.isna().any():
+            return ["" if v != v else repr(v) for v in raw]
+        return list(map(fmt, raw))
+    cells = ["" if v is None or v != v else str(v) for v in values.tolist()]
+    return None if any(_QUOTE.search(c) for c in cells) else cells
+
+
+def csv_text(df: pd.DataFrame, header: bool = True) -> str:
+    """``df.to_csv(index=False, header=header)``, the same text, several times faster for
+    the tables predict writes (numbers and plain ids); pandas itself where a cell or a
+    name needs quoting."""
+    names = [str(c) for c in df.columns]
+    columns = [_cells(df.iloc[:, i]) for i in range(df.shape[1])]
+    if any(c is None for c in columns) or any(_QUOTE.search(n) for n in names):
+        return df.to_csv(index=False, header=header, lineterminator="\n")
+    lines = map(",".join, zip(*columns))  # type: ignore[arg-type]
+    body = "\n".join(lines)
+    head = ",".join(names) + "\n" if header else ""
+    return head + body + ("\n" if len(df) else "")
+
+
 def _disk_error(path: str | Path, e: OSError) -> DataError:
     return DataError(f"{path}: cannot write ({disk_reason(e)})")
+
+
+def prefetch(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """``frames``, produced one chunk ahead in a thread: the next chunk is read and
+    predicted (torch frees the interpreter lock) while this one is formatted and written.
+    An error in the producer is raised here, at the chunk it belongs to."""
+    import queue
+    import threading
+
+    box: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for df in frames:
+                while not stop.is_set():
+                    try:
+                        box.put((df, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put((end, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            box.put((end, e))
+
+    worker = threading.Thread(target=produce, name="powertrain-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, error = box.get()
+            if error is not None:
+                raise error
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
 
 
 def write_csv_chunks(frames: Iterable[pd.DataFrame], out: str | Path | IO[str]) -> int:
@@ -166,8 +252,8 @@ def write_csv_chunks(frames: Iterable[pd.DataFrame], out: str | Path | IO[str]) 
         return n
     try:  # whole or not at all: an error mid-stream leaves no truncated file behind
         with atomic_open(out) as f:
-            for i, df in enumerate(frames):
-                df.to_csv(f, index=False, header=i == 0)
+            for i, df in enumerate(prefetch(frames)):
+                f.write(csv_text(df, header=i == 0))
                 n += len(df)
     except OSError as e:
         raise _disk_error(out, e) from None

@@ -368,3 +368,43 @@ def test_select_keeps_a_configuration_that_finishes_exactly_at_the_deadline():
     assert fast.gpu_mhz == 2 and fast.tt_acc == pytest.approx(2.0)
     assert pt.select(est, r, power_cap_w=10, objective="energy", deadline_s=1.999).gpu_mhz == 1
     assert np.isclose(pt.select(est, r, power_cap_w=10, deadline_s=2.0).tt_acc, 1.0)
+
+
+# -- the fast CSV writer writes what pandas writes ----------------------------------------
+
+
+def test_csv_text_is_exactly_what_to_csv_writes():
+    from powertrain.streaming import csv_text
+
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame(
+        {
+            "cores": rng.integers(1, 12, n),  # few values: formatted once each
+            "cpu_mhz": rng.choice([115.2, 2201.6, 612.0], n),
+            "time_ms": rng.random(n) * 1e3,  # every value distinct
+            "tiny": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 1e-9),
+            "big": rng.choice([1e20, np.inf, -0.0, 3.0], n),
+            "device": np.where(rng.random(n) < 0.1, None, "orin-agx"),
+            "ok": rng.random(n) < 0.5,
+            "count": pd.array(np.where(rng.random(n) < 0.1, None, 3), dtype="Int64"),
+        }
+    )
+    for frame in (df, df.head(1), df.head(0), df.assign(note="a,b"), df.assign(note='say "x"')):
+        for header in (True, False):
+            want = frame.to_csv(index=False, header=header, lineterminator="\n")
+            assert csv_text(frame, header=header) == want
+
+
+def test_a_producer_error_reaches_the_writer_at_its_chunk():
+    from powertrain.streaming import prefetch
+
+    def frames():
+        yield pd.DataFrame({"a": [1]})
+        raise DataError("row 7 is bad")
+
+    got = []
+    with pytest.raises(DataError, match="row 7"):
+        for df in prefetch(frames()):
+            got.append(len(df))
+    assert got == [1]
