@@ -128,6 +128,15 @@ def test_select_front_into_its_own_estimates_is_refused(tmp_path, capsys):
     assert "--front" in capsys.readouterr().err and est.read_bytes() == before
 
 
+def test_profile_out_into_its_modes_csv_is_refused(tmp_path, capsys):
+    src = tmp_path / "pm.csv"
+    src.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n12,2201.6,1300.5,3199\n")
+    before = src.read_bytes()
+    argv = ["profile", "--workload", "resnet18", "--device", "orin-agx", "--modes", str(src)]
+    assert main([*argv, "--out", str(src)]) == 1
+    assert "would destroy the input" in capsys.readouterr().err and src.read_bytes() == before
+
+
 def test_same_file_and_refuse_same(tmp_path):
     a = tmp_path / "a.csv"
     a.write_text("x\n")
