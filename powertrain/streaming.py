@@ -13,7 +13,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, cast
 
 import numpy as np
 import pandas as pd
@@ -160,15 +160,14 @@ def _cells(values: pd.Series) -> list[str] | None:
         return ["True" if v else "False" for v in values.tolist()]
     numeric = pd.api.types.is_numeric_dtype(values.dtype)
     fmt = repr if pd.api.types.is_float_dtype(values.dtype) else str
-    few = len(values) > 64 and values.iloc[:1000].nunique(dropna=False) * 4 <= min(
-        len(values), 1000
-    )
-    codes, uniques = pd.factorize(values, use_na_sentinel=True) if few else (None, [])
-    if few and len(uniques) * 4 <= len(values):
-        text = [fmt(u) for u in uniques.tolist()] + [""]
-        if not numeric and any(_QUOTE.search(t) for t in text):
-            return None
-        return list(np.asarray(text, dtype=object)[codes])  # a gap (-1) is the last: ""
+    head = values.iloc[:1000]  # a first look: factorizing all-distinct floats is wasted
+    if len(values) > 64 and head.nunique(dropna=False) * 4 <= len(head):
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        if len(uniques) * 4 <= len(values):
+            text = [fmt(u) for u in np.asarray(uniques).tolist()] + [""]
+            if not numeric and any(_QUOTE.search(t) for t in text):
+                return None
+            return list(np.asarray(text, dtype=object)[codes])  # a gap (-1): the last, ""
     if numeric:
         raw = values.tolist()
         if fmt is repr and values.isna().any():
@@ -186,7 +185,7 @@ def csv_text(df: pd.DataFrame, header: bool = True) -> str:
     columns = [_cells(df.iloc[:, i]) for i in range(df.shape[1])]
     if any(c is None for c in columns) or any(_QUOTE.search(n) for n in names):
         return df.to_csv(index=False, header=header, lineterminator="\n")
-    lines = map(",".join, zip(*columns))  # type: ignore[arg-type]
+    lines = map(",".join, zip(*cast(list[list[str]], columns)))
     body = "\n".join(lines)
     head = ",".join(names) + "\n" if header else ""
     return head + body + ("\n" if len(df) else "")
