@@ -1,0 +1,97 @@
+"""Tests written for the mutants the mutation check found alive (docs/safety.md).
+
+Why: in these modules one flipped comparison puts a pick over the cap or hides a bad
+input. Each test names the mutant it kills (mutmut's name, module.x_function__mutmut_N),
+so a later run can tell a new survivor from an old one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.errors import DataError
+
+
+def _est(power, time, **more) -> pd.DataFrame:
+    return pd.DataFrame({"power_w": power, "time_ms": time, **more})
+
+
+def test_power_exactly_at_the_cap_fits():
+    """fastest_under_80 / _89 (``<=`` -> ``<``): a row drawing exactly the cap fits."""
+    est = _est([30.0, 29.0], [1.0, 2.0])
+    assert pt.fastest_under(est, 30).time_ms == 1.0
+    assert pt.fastest_under(est, 30, margin_w=1.0).time_ms == 2.0  # 29 + 1 = 30 fits too
+    std = est.assign(power_w_std=[0.0, 0.5])
+    assert pt.fastest_under(std, 30, k_sigma=2.0).time_ms == 1.0  # a measured row: 30 + 0
+
+
+def test_a_negative_margin_or_k_sigma_is_named():
+    """fastest_under_18 / _25 (the argument's name in the error) and _number_21."""
+    est = _est([10.0], [1.0])
+    with pytest.raises(DataError, match=r"^margin_w must be a finite number >= 0"):
+        pt.fastest_under(est, 30, margin_w=-1)
+    with pytest.raises(DataError, match=r"^k_sigma must be a finite number >= 0"):
+        pt.fastest_under(est, 30, k_sigma=-1)
+    with pytest.raises(DataError, match=r"^power_cap_w must be a finite number > 0"):
+        pt.fastest_under(est, 0)
+
+
+def test_a_non_number_names_its_type():
+    """_number_5: the type of the value given, not of None."""
+    with pytest.raises(DataError, match=r"power_cap_w must be a number, got '30' \(str\)"):
+        pt.fastest_under(_est([10.0], [1.0]), "30")
+
+
+def test_the_default_time_column_is_the_tables_own():
+    """fastest_under_29 / pareto_front_3: a per-epoch table is ranked by its epoch_s."""
+    est = pd.DataFrame({"power_w": [10.0, 12.0], "epoch_s": [5.0, 3.0]})
+    assert pt.fastest_under(est, 20).epoch_s == 3.0
+    assert list(pt.pareto_front(est).epoch_s) == [5.0, 3.0]
+
+
+def test_any_k_sigma_above_zero_needs_the_spread():
+    """fastest_under_39 (``k_sigma > 0`` -> ``> 1``): 0.5 sigma needs power_w_std too."""
+    with pytest.raises(DataError, match="k_sigma > 0 needs a 'power_w_std' column"):
+        pt.fastest_under(_est([10.0], [1.0]), 30, k_sigma=0.5)
+
+
+def test_bad_values_are_named_with_the_function_and_refused_at_zero():
+    """fastest_under_45.._52 and pareto_front_7.._14: the source in the error, and power
+    or time of 0 refused (``positive``)."""
+    for fn in (pt.fastest_under, pt.pareto_front):
+        args = (30,) if fn is pt.fastest_under else ()
+        with pytest.raises(DataError, match=rf"^{fn.__name__}: row 2, column 'power_w'"):
+            fn(_est([10.0, 0.0], [1.0, 2.0]), *args)
+        with pytest.raises(DataError, match=rf"^{fn.__name__}: row 1, column 'time_ms'"):
+            fn(_est([10.0, 12.0], [0.0, 2.0]), *args)
+
+
+def test_a_zero_spread_is_allowed_and_a_negative_one_is_named_by_row():
+    """fastest_under_58 / _63 (``< 0`` -> ``<= 0``), _64 (``< 1``), _67 / _68 (row +-1)."""
+    est = _est([10.0, 11.0, 12.0], [3.0, 2.0, 1.0])
+    ok = est.assign(power_w_std=[0.0, 0.0, 0.0])
+    assert pt.fastest_under(ok, 30, k_sigma=1.0).time_ms == 1.0
+    bad = est.assign(power_w_std=[0.5, 0.5, -0.5])
+    with pytest.raises(DataError, match=r"row 3, column 'power_w_std'"):
+        pt.fastest_under(bad, 30, k_sigma=1.0)
+
+
+def test_a_tie_in_time_keeps_only_the_lower_power_row_on_the_front():
+    """pareto_front_28 (``<`` -> ``<=``): a row as slow as a cheaper one is dominated."""
+    est = _est([10.0, 12.0, 14.0], [5.0, 5.0, 3.0])
+    front = pt.pareto_front(est)
+    assert list(front.power_w) == [10.0, 14.0]
+
+
+def test_select_at_the_cap_and_at_the_deadline():
+    """selection: power at the cap fits, a run that ends at the deadline meets it."""
+    est = pd.DataFrame(
+        dict(gpu_mhz=[1, 2], batch_size=[8, 8], time_ms=[10.0, 20.0], power_w=[9.0, 4.0])
+    )
+    r = pd.DataFrame({"batch_size": [8], "samples": [800]})  # tt_acc 1.0 s and 2.0 s
+    assert pt.select(est, r, power_cap_w=9.0).gpu_mhz == 1
+    assert pt.select(est, r, power_cap_w=8.99).gpu_mhz == 2
+    assert np.isclose(pt.select(est, r, 10, deadline_s=2.0, objective="energy").tt_acc, 2.0)
