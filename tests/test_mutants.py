@@ -95,3 +95,33 @@ def test_select_at_the_cap_and_at_the_deadline():
     assert pt.select(est, r, power_cap_w=9.0).gpu_mhz == 1
     assert pt.select(est, r, power_cap_w=8.99).gpu_mhz == 2
     assert np.isclose(pt.select(est, r, 10, deadline_s=2.0, objective="energy").tt_acc, 2.0)
+
+
+def test_time_to_accuracy_per_epoch_and_per_minibatch():
+    """selection.time_to_accuracy_39.._53: a per-epoch table uses the r vector's epochs
+    (else r itself); a per-minibatch one converts ms per batch to seconds per sample."""
+    from powertrain.selection import time_to_accuracy
+
+    per_epoch = pd.DataFrame({"power_limit_w": [100, 200], "batch_size": [8, 16],
+                              "epoch_s": [10.0, 6.0], "power_w": [90.0, 180.0]})  # fmt: skip
+    epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [3.0, 5.0]})
+    assert list(time_to_accuracy(per_epoch, epochs).tt_acc) == [30.0, 30.0]
+    relative = pd.DataFrame({"batch_size": [8, 16], "r": [1.0, 2.0]})
+    # r normalised by eq. 3 of the batch-size paper (to the largest): 0.5 and 1.0
+    assert list(time_to_accuracy(per_epoch, relative).tt_acc) == [5.0, 6.0]
+    per_batch = pd.DataFrame({"batch_size": [8], "time_ms": [80.0], "power_w": [5.0]})
+    samples = pd.DataFrame({"batch_size": [8], "samples": [1000]})
+    got = time_to_accuracy(per_batch, samples)
+    assert got.tt_acc.iloc[0] == pytest.approx(80 / 1e3 / 8 * 1000)  # 10 s
+    assert got.energy_acc.iloc[0] == pytest.approx(50.0)  # 10 s x 5 W
+
+
+def test_time_to_accuracy_errors_name_what_is_missing():
+    """selection.time_to_accuracy_4.._18: the missing column and the columns found."""
+    from powertrain.selection import time_to_accuracy
+
+    r = {8: 1.0}
+    with pytest.raises(DataError, match=r"^estimates need a batch_size column"):
+        time_to_accuracy(pd.DataFrame({"time_ms": [1.0]}), r)
+    with pytest.raises(DataError, match=r"no time column 'epoch_s' \(found batch_size, power_w\)"):
+        time_to_accuracy(pd.DataFrame({"batch_size": [8], "power_w": [1.0]}), r, time="epoch_s")
