@@ -125,3 +125,14 @@ def test_time_to_accuracy_errors_name_what_is_missing():
         time_to_accuracy(pd.DataFrame({"time_ms": [1.0]}), r)
     with pytest.raises(DataError, match=r"no time column 'epoch_s' \(found batch_size, power_w\)"):
         time_to_accuracy(pd.DataFrame({"batch_size": [8], "power_w": [1.0]}), r, time="epoch_s")
+
+
+def test_a_deadline_on_a_per_epoch_table_uses_epochs_to_target():
+    """selection._absolute_1.._7: r in epochs makes a per-epoch table's times absolute."""
+    per_epoch = pd.DataFrame({"power_limit_w": [100, 200], "batch_size": [8, 16],
+                              "epoch_s": [10.0, 6.0], "power_w": [90.0, 180.0]})  # fmt: skip
+    epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [3.0, 4.0]})  # 30 s and 24 s
+    pick = pt.select(per_epoch, epochs, power_cap_w=200, deadline_s=30.0, objective="energy")
+    assert pick.batch_size == 8 and pick.tt_acc == 30.0  # 2,700 J beats 4,320 J
+    with pytest.raises(DataError, match="deadline_s needs absolute epochs"):
+        pt.select(per_epoch, {8: 1.0, 16: 1.0}, power_cap_w=200, deadline_s=30.0)
