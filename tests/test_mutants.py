@@ -136,3 +136,24 @@ def test_a_deadline_on_a_per_epoch_table_uses_epochs_to_target():
     assert pick.batch_size == 8 and pick.tt_acc == 30.0  # 2,700 J beats 4,320 J
     with pytest.raises(DataError, match="deadline_s needs absolute epochs"):
         pt.select(per_epoch, {8: 1.0, 16: 1.0}, power_cap_w=200, deadline_s=30.0)
+
+
+def test_select_passes_its_margins_to_the_cap_check():
+    """selection.select_73 / _74: a margin or k sigma dropped puts the pick over the cap."""
+    est = pd.DataFrame(dict(gpu_mhz=[1, 2], batch_size=[8, 8], time_ms=[10.0, 20.0],
+                            power_w=[9.0, 4.0], power_w_std=[1.0, 0.1]))  # fmt: skip
+    r = {8: 1.0}
+    assert pt.select(est, r, power_cap_w=10).gpu_mhz == 1
+    assert pt.select(est, r, power_cap_w=10, margin_w=2.0).gpu_mhz == 2  # 9 + 2 > 10
+    assert pt.select(est, r, power_cap_w=10, k_sigma=2.0).gpu_mhz == 2  # 9 + 2 x 1 > 10
+
+
+def test_select_names_a_bad_deadline_and_objective():
+    """selection.select_8, _18.._26: the argument's name, > 0, and the choices."""
+    est = pd.DataFrame(dict(batch_size=[8], time_ms=[10.0], power_w=[9.0]))
+    r = pd.DataFrame({"batch_size": [8], "samples": [800]})
+    for bad in (0, -1):
+        with pytest.raises(DataError, match=r"^deadline_s must be a finite number > 0"):
+            pt.select(est, r, power_cap_w=10, deadline_s=bad)
+    with pytest.raises(DataError, match=r"objective must be one of time, energy, got 'speed'"):
+        pt.select(est, r, power_cap_w=10, objective="speed")
