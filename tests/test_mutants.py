@@ -157,3 +157,45 @@ def test_select_names_a_bad_deadline_and_objective():
             pt.select(est, r, power_cap_w=10, deadline_s=bad)
     with pytest.raises(DataError, match=r"objective must be one of time, energy, got 'speed'"):
         pt.select(est, r, power_cap_w=10, objective="speed")
+
+
+def test_columns_of_names_the_configuration_time_and_power():
+    """optimise.columns_of_* and _catalog_device_for_4: a model's own names, else a
+    device's knobs plus batch_size where the table has it, and the table's time column."""
+    from powertrain.optimise import columns_of
+
+    ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    c = columns_of(pd.DataFrame(), model=ref)
+    assert (c.time, c.power, c.config) == ("time_ms", "power_w", tuple(ref.inputs_))
+    assert c.knobs == tuple(k for k in ref.inputs_ if k != "batch_size")
+    nano = pt.get_device("orin-nano")
+    modes = nano.power_modes().head(2)
+    c = columns_of(modes.assign(batch_size=16, epoch_s=1.0, power_w=5.0))
+    assert c.knobs == tuple(nano.knobs) and c.config == (*nano.knobs, "batch_size")
+    assert c.time == "epoch_s"
+    assert columns_of(modes, device="orin-nano").config == tuple(nano.knobs)
+    gpu = pd.DataFrame({"power_limit_w": [100], "batch_size": [8], "epoch_s": [1.0]})
+    assert columns_of(gpu).knobs == ("power_limit_w",)
+
+
+def test_a_table_without_a_time_column_is_told_about_time_ms():
+    """optimise.time_column_15: the usual column is the one the error names."""
+    with pytest.raises(DataError, match="time_ms"):
+        pt.fastest_under(pd.DataFrame({"power_w": [10.0]}), 30)
+
+
+def test_an_r_in_epochs_needs_per_epoch_times():
+    """selection.time_to_accuracy_60: epochs to target do not mix with ms per minibatch."""
+    from powertrain.selection import time_to_accuracy
+
+    per_batch = pd.DataFrame({"batch_size": [8], "time_ms": [80.0], "power_w": [5.0]})
+    epochs = pd.DataFrame({"batch_size": [8], "epochs": [3.0]})
+    with pytest.raises(DataError, match="an r in epochs needs per-epoch times"):
+        time_to_accuracy(per_batch, epochs)
+
+
+def test_the_first_negative_spread_is_named_even_after_a_zero():
+    """optimise.fastest_under_63 / _69: a zero before the negative one is not it."""
+    bad = _est([10.0, 11.0, 12.0], [3.0, 2.0, 1.0], power_w_std=[0.0, 0.5, -0.5])
+    with pytest.raises(DataError, match=r"row 3, column 'power_w_std': -0.5 is negative; a spread"):
+        pt.fastest_under(bad, 30, k_sigma=1.0)
