@@ -174,6 +174,7 @@ def test_columns_of_names_the_configuration_time_and_power():
     assert c.knobs == tuple(nano.knobs) and c.config == (*nano.knobs, "batch_size")
     assert c.time == "epoch_s"
     assert columns_of(modes, device="orin-nano").config == tuple(nano.knobs)
+    assert columns_of(modes).knobs == tuple(nano.knobs)  # _catalog_device_for_6: <= not <
     gpu = pd.DataFrame({"power_limit_w": [100], "batch_size": [8], "epoch_s": [1.0]})
     assert columns_of(gpu).knobs == ("power_limit_w",)
 
