@@ -7,6 +7,8 @@ so a later run can tell a new survivor from an old one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -200,3 +202,82 @@ def test_the_first_negative_spread_is_named_even_after_a_zero():
     bad = _est([10.0, 11.0, 12.0], [3.0, 2.0, 1.0], power_w_std=[0.0, 0.5, -0.5])
     with pytest.raises(DataError, match=r"row 3, column 'power_w_std': -0.5 is negative; a spread"):
         pt.fastest_under(bad, 30, k_sigma=1.0)
+
+
+# -- the Jetson restore path (backends/jetson/backend.py) ---------------------------------
+
+
+def _jetson(tmp_path, enable: str | None = "2"):
+    """A fake Orin whose fan has a ``pwm1_enable`` (auto mode, as a board boots), and a
+    backend on it, configured away from the original mode."""
+    from fake_sysfs import FAN, make_orin
+
+    from powertrain.backends.jetson import JetsonBackend
+
+    board = make_orin(tmp_path)
+    if enable is not None:
+        (board.root / FAN).with_name("pwm1_enable").write_text(enable + "\n")
+    board.fan0 = board.read(FAN)  # as the board booted
+    b = JetsonBackend("orin-agx", lambda bs: 0.5, root=board.root, write=board.kernel,
+                      sensor="hwmon", sample_period_s=0.01, check_root=False,
+                      handle_signals=False)  # fmt: skip
+    b.configure({"cores": 4, "cpu_mhz": 729.6, "gpu_mhz": 318.75, "mem_mhz": 665.6,
+                 "batch_size": 4})  # fmt: skip
+    return board, b
+
+
+def test_the_fan_goes_back_to_auto_after_its_speed(tmp_path):
+    """_Fan.restore_4, _5, _12, _16: pwm1 written back first, then pwm1_enable (else the
+    fan stays in manual mode at full speed)."""
+    from fake_sysfs import FAN
+
+    board, b = _jetson(tmp_path)
+    before = board.fan0
+    assert before != board.read(FAN)  # the sweep set it to full speed
+    board.writes.clear()
+    b.close()
+    fan = [(Path(p).name, v) for p, v in board.writes if "pwm-fan" in p]
+    assert fan == [("pwm1", before), ("pwm1_enable", "2")]
+    assert board.read(FAN.replace("pwm1", "pwm1_enable")) == "2"
+
+
+def test_a_fan_that_refuses_is_reported_with_every_file(tmp_path):
+    """_Fan.restore_1, _10, _20, _24: each failing fan file named, joined by '; '."""
+    board, b = _jetson(tmp_path)
+    board.refuse = {"pwm1", "pwm1_enable"}
+    with pytest.raises(
+        pt.errors.ProfilingError, match=r"fan: .*pwm1: .*Invalid argument; .*pwm1_enable: "
+    ):
+        b.close()
+
+
+def test_a_board_that_ignores_the_restore_is_said_to_need_a_reboot(tmp_path):
+    """_restore_board_6.._8: the snapshot after the restore is compared with the one
+    before the sweep."""
+    board, b = _jetson(tmp_path)
+    b.knobs.restore = lambda snap: None  # writes that the kernel silently drops
+    with pytest.raises(pt.errors.ProfilingError, match="did not return to its original mode"):
+        b.close()
+
+
+def test_a_failing_knob_restore_keeps_its_reason(tmp_path):
+    """_restore_steps_5 / _6: the error of the knob restore, not 'None'."""
+    board, b = _jetson(tmp_path)
+
+    def fail(snap):
+        raise pt.errors.ProfilingError("gpu min_freq: EINVAL")
+
+    b.knobs.restore = fail
+    with pytest.raises(pt.errors.ProfilingError, match="gpu min_freq: EINVAL"):
+        b.close()
+
+
+def test_close_restores_once_and_stops_the_sampler(tmp_path):
+    """close_1 / _2 (a second close restores again), close_3 (the sampler not stopped)."""
+    board, b = _jetson(tmp_path)
+    sampler = b.sampler
+    b.close()
+    assert sampler is not None and not sampler._thread.is_alive()
+    board.writes.clear()
+    b.close()
+    assert board.writes == []
