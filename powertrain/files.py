@@ -11,8 +11,12 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
+from typing import IO, Any, Iterator
+
+from .errors import DataError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -47,13 +51,27 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def _special(path: Path) -> bool:
+    """Whether ``path`` is an existing file that is not a regular file or a symlink (a
+    device such as /dev/full, a named pipe): a rename would replace the node itself."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+
+
 def atomic_write(path: str | Path, data: str | bytes, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` whole or not at all: written to a hidden temporary
     file beside it (fsynced), then renamed over it. A failed write removes the temporary
     file and raises the ``OSError``; the old file, if any, is untouched."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     raw = data.encode() if isinstance(data, str) else data
+    if _special(path):  # a device or a pipe: written in place, never replaced
+        with open(path, "wb") as f:
+            f.write(raw)
+        return
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(raw)
@@ -81,3 +99,73 @@ def replace_dir(new: str | Path, path: str | Path) -> None:
     os.replace(path, old)
     os.replace(new, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", fsync: bool = True) -> Iterator[IO[Any]]:
+    """A file object for writing ``path`` whole or not at all, streamed: the rows go to a
+    hidden temporary file beside it, renamed over ``path`` only when the ``with`` block
+    ends without an error. An error removes the temporary file, so ``path`` is absent or
+    still the previous file: never a truncated one that looks whole. The rename replaces
+    a symlink at ``path`` itself; it never writes through it."""
+    path = Path(path)
+    kw: dict[str, Any] = {} if "b" in mode else {"newline": "", "encoding": "utf-8"}
+    if _special(path):  # a device or a pipe (/dev/full, a fifo): written in place, never
+        with open(path, mode, **kw) as f:  # replaced by a regular file
+            yield f
+        return
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, mode, **kw) as f:
+            yield f
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(path)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (links and ``./`` spellings included); checked
+    before anything is opened, so an output never truncates its own input."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def refuse_same(out: str | Path, *inputs: str | Path | None, flag: str = "--out") -> None:
+    """Raise a one-line error when the output ``out`` is one of the ``inputs``."""
+    for src in inputs:
+        if src is not None and same_file(src, out):
+            raise DataError(
+                f"{flag} {out}: is the input {src}; writing it would destroy the input "
+                "(give another output path)"
+            )
+
+
+def inside(folder: str | Path, path: str | Path) -> Path:
+    """``path`` (a file to write in ``folder``), refused when an existing part of it is a
+    symlink that leads out of ``folder``: writes never escape the folder a user named."""
+    root = Path(folder).resolve()
+    target = Path(path)
+    parent = target.parent.resolve()
+    if parent != root and root not in parent.parents:
+        raise DataError(f"{target}: leads out of the folder {folder} (a symlink); not written")
+    return target
+
+
+def put(folder: str | Path, name: str, data: str | bytes) -> Path:
+    """Write the file ``name`` in ``folder`` whole or not at all (:func:`atomic_write`),
+    refused where a symlinked part of ``name`` leads out of ``folder``."""
+    path = inside(folder, Path(folder) / name)
+    atomic_write(path, data)
+    return path

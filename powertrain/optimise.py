@@ -136,7 +136,7 @@ def fastest_under(
         if (std < 0).any():
             i = int(np.flatnonzero((std < 0).to_numpy())[0])
             raise DataError(
-                f"fastest_under: row {i + 1}, column '{spread}': {std.iloc[i]!r} is "
+                f"fastest_under: row {i + 1}, column '{spread}': {float(std.iloc[i]):g} is "
                 "negative; a spread must be >= 0"
             )
         guard = guard + k_sigma * std

@@ -123,7 +123,13 @@ def load_real_corpus(name: str | Path, folder: str | Path | None = None) -> pd.D
     meta = _sidecar(path)
     if meta is not None:
         digest = meta.get("csv_sha256")
-        if digest is not None and sha256_file(path) != digest:
+        if not isinstance(digest, str):  # a sidecar must vouch for these very rows
+            side = path.with_name(path.stem + SIDECAR)
+            raise DataError(
+                f"{side}: no csv_sha256 (the sha256 of {path.name}); a provenance sidecar "
+                "must name the file it describes: add it, or remove the sidecar"
+            )
+        if sha256_file(path) != digest:
             raise DataError(f"{path}: contents differ from its provenance (sha256); re-import it")
         if meta.get("device_spec") is not None:
             try:

@@ -59,8 +59,7 @@ def check_columns(
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise DataError(
-                f"{_where(source)}row {i + 1}, column '{col}': "
-                f"value {df[col].iloc[i]!r} is not a finite number"
+                f"{_where(source)}row {i + 1}, column '{col}': {_shown(df[col].iloc[i])}"
             )
         if col in positive and (values <= 0).any():
             i = int(np.flatnonzero((values <= 0).to_numpy())[0])
@@ -85,6 +84,13 @@ def check_columns(
         else:
             out[col] = values.astype(float)
     return out
+
+
+def _shown(value: object) -> str:
+    """What is wrong with a cell that is not a finite number, in a user's words."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "the cell is empty (a number is needed)"
+    return f"value {str(value)!r} is not a finite number"
 
 
 def check_modes(

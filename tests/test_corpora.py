@@ -98,6 +98,27 @@ def test_the_shipped_small_corpus_regenerates(tmp_path):
         )
 
 
+def test_the_shipped_corpora_agree_with_the_papers():
+    """The golden test above locks in what the twin produces today; this pairs it with
+    figures from outside the code (docs/design.md's calibration table, +-15 %):
+
+    * Orin AGX / ResNet-18 at MAXN, batch 16: 3.1 min per ImageNet-val epoch (50,000
+      images = 3,125 minibatches: 59.5 ms each) at 51.1 W (PowerTrain, FGCS 2024);
+    * Jetson Nano / ResNet-18 on 32x32 images: power roughly 4-8 W over GPU clock x batch
+      size, and under a 5 W cap batch 128 fits only at 307.2 MHz, batch 64 at 460.8 MHz
+      (the second paper, Fig. 1)."""
+    agx = corpora.load_corpus("orin-agx_resnet18_bs16")
+    top = agx[[c for c in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")]].max()
+    maxn = agx[(agx[top.index] == top).all(axis=1)].iloc[0]
+    assert maxn.time_ms == pytest.approx(3.1 * 60e3 / (50_000 / 16), rel=0.15)
+    assert maxn.power_w == pytest.approx(51.1, rel=0.15)
+    nano = corpora.load_corpus(SMALL)
+    assert 4 * 0.85 < nano.power_w.min() and nano.power_w.max() < 8 * 1.15
+    under = nano[nano.power_w <= 5.0]
+    assert under[under.batch_size == 128].gpu_mhz.max() == pytest.approx(307.2)
+    assert under[under.batch_size == 64].gpu_mhz.max() == pytest.approx(460.8)
+
+
 def test_unknown_corpus_is_a_clear_error():
     with pytest.raises(DataError, match="no corpus named 'nope'.*orin-agx_resnet18_bs16"):
         corpora.load_corpus("nope")

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -106,9 +105,10 @@ from fake_sysfs import FakeBoard
 import json
 root = Path(sys.argv[1])  # the tree exists already; this process writes it like the kernel
 fb = FakeBoard(root, *json.loads((root / "tables.json").read_text()))
-def kernel(path, value):  # a slow kernel, so that signals land inside the restore
-    time.sleep(0.003)
+def kernel(path, value):  # says each write, so the test signals at a known write
     fb.kernel(path, value)
+    print("w", flush=True)
+    time.sleep(0.003)  # slow, as a real kernel write can be: more signals land inside
 def step(bs):
     time.sleep(0.002)
     return 0.5
@@ -119,6 +119,13 @@ with b:
     modes = b.device.sample(200, seed=0).assign(mem_mhz=3199.0)
     profile(b, modes, batch_size=4, n_minibatches=20, progress=False)
 """
+
+
+def _writes(child: subprocess.Popen, n: int) -> None:
+    """Wait until the child's kernel has made ``n`` more writes (or the child ended)."""
+    for _ in range(n):
+        if not child.stdout.readline():
+            return
 
 
 @pytest.mark.slow
@@ -149,18 +156,19 @@ def test_quick_signals_never_leave_the_board_half_restored(tmp_path):
             stderr=subprocess.PIPE,
             text=True,
         )
-        try:
-            assert child.stdout.readline().strip() == "ready", child.stderr.read()
-            time.sleep(0.05 + 0.01 * (i % 5))  # somewhere inside the sweep
+        try:  # signals sent after counted kernel writes, not after sleeps: no race on time
+            lines = iter(child.stdout.readline, "")  # the set-up writes come first
+            assert "ready" in (ln.strip() for ln in lines), child.stderr.read()
+            _writes(child, 5 + 7 * (i % 5))  # somewhere inside the sweep
             first, second = pairs[i % len(pairs)]
             child.send_signal(first)
-            time.sleep(0.005 + 0.01 * (i % 3))  # the second lands while the board is restored
+            _writes(child, 1 + i % 3)  # the second lands while the board is restored
             child.send_signal(second)
-            time.sleep(0.01)
+            _writes(child, 1)
             child.send_signal(first)  # and one more, as an impatient user would
-            child.wait(30)
+            err = child.communicate(timeout=60)[1]
         finally:
             if child.poll() is None:
                 child.kill()
         assert child.returncode != 0
-        assert board.state() == original, f"round {i}: {child.stderr.read()[-500:]}"
+        assert board.state() == original, f"round {i}: {err[-500:]}"

@@ -175,8 +175,13 @@ def test_a_users_corpus_declares_its_device_in_its_sidecar(tmp_path):
     df.to_csv(path, index=False)
     spec = {"name": "my-gpu", "knobs": {"sm_mhz": clocks}}
     side = tmp_path / "my-gpu_mine.provenance.json"
+    from powertrain.hashing import sha256_file
+
     side.write_text(json.dumps({"device_spec": spec}))
     unregister_device("my-gpu")
+    with pytest.raises(DataError, match="no csv_sha256"):  # it must vouch for these rows
+        load_real_corpus("my-gpu_mine", folder=tmp_path)
+    side.write_text(json.dumps({"device_spec": spec, "csv_sha256": sha256_file(path)}))
     got = load_real_corpus("my-gpu_mine", folder=tmp_path)
     from powertrain.predictor import PowerTrainMLP, Predictor
 
@@ -184,8 +189,6 @@ def test_a_users_corpus_declares_its_device_in_its_sidecar(tmp_path):
     model = Predictor(est, progress=False).fit(got)  # default targets: time_ms, power_w
     assert model.inputs_ == ("sm_mhz", "batch_size") and model.targets_ == ("time_ms", "power_w")
     assert np.isfinite(model.transfer(got.head(6)).predict(got).time_ms).all()
-    from powertrain.hashing import sha256_file
-
     side.write_text(json.dumps({"device_spec": spec, "csv_sha256": sha256_file(path)}))
     path.write_text(path.read_text().replace("1700", "1500", 1))
     with pytest.raises(DataError, match="contents differ from its provenance"):

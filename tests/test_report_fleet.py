@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -217,10 +217,9 @@ def test_samples_csv_source_and_unreadable_output_folder(tmp_path):
 @pytest.mark.slow
 def test_dead_dask_address_fails_fast_with_a_clear_error():
     pytest.importorskip("distributed")
-    t0 = time.monotonic()
-    with pytest.raises(ReportError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"):
+    # the timeout given is the one used (no wall clock here: tests must not time)
+    with pytest.raises(ReportError, match="Dask scheduler at 'tcp://127.0.0.1:9' within 2 s"):
         connect("tcp://127.0.0.1:9", timeout_s=2)
-    assert time.monotonic() - t0 < 60  # not a hang
 
 
 @pytest.mark.slow
@@ -302,10 +301,14 @@ def test_overwrite_of_our_report_keeps_files_it_did_not_write(small_report, tmp_
     (copy / "cases" / "mine").mkdir()
     (copy / "cases" / "mine" / "notes.txt").write_text("keep")
     (copy / "notes.txt").write_text("keep")
-    pt.report(spec, copy, overwrite=True, n_jobs=1)
+    case = copy / "cases" / "orin-agx_mobilenetv3_bs16_time"
+    (case / ".done").write_text("from the copied report\n")  # the copy already had one
+    result = pt.report(spec, copy, overwrite=True, n_jobs=1)
     assert (copy / "cases" / "mine" / "notes.txt").read_text() == "keep"
     assert (copy / "notes.txt").read_text() == "keep"
-    assert (copy / "cases" / "orin-agx_mobilenetv3_bs16_time" / ".done").exists()
+    # the case was computed again and its folder written anew, not reused from the copy
+    assert case.name in result.computed and result.reused == []
+    assert (case / ".done").read_text() == "done\n"
 
 
 @pytest.mark.system  # runs a subprocess
@@ -313,13 +316,15 @@ def test_a_hanging_profiling_command_times_out_naming_the_case(tmp_path):
     spec = tmp_path / "hang.toml"
     spec.write_text(
         SMALL.replace('["time", "energy"]', '["time"]').replace(
-            'source = "twin"', 'command = "sleep 30"\ntimeout_s = 1'
+            'source = "twin"',
+            f"command = \"sh -c 'echo $$ > {tmp_path}/pid; exec sleep 30'\"\ntimeout_s = 1",
         )
     )
-    t0 = time.monotonic()
     with pytest.raises(PowerTrainError, match=r"case orin-agx_mobilenetv3_bs16_time.*within 1 s"):
         pt.report(spec, tmp_path / "out", n_jobs=1)
-    assert time.monotonic() - t0 < 25
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):  # the hanging command was killed, not left behind
+        os.kill(pid, 0)
     assert load_spec(EXAMPLE).workloads["mobilenetv3"].timeout_s == 7200  # the default
 
 

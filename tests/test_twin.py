@@ -94,10 +94,12 @@ def test_hash_draws_are_uniform_and_normal():
 
 def test_expected_covers_the_whole_space_at_every_batch_size(twin):
     modes = ORIN.power_modes()
-    for b in (4, 8, 16, 32, 64, 128):
+    for b in (4, 8, 16, 32, 64, 128):  # every size checked, not only the last one
         out = twin.expected(modes, batch_size=b)
-    assert len(out) == 18096 and {"time_ms", "power_w"} <= set(out.columns)
-    assert (out.time_ms > 0).all() and (out.power_w > 0).all()
+        assert len(out) == 18096 and {"time_ms", "power_w"} <= set(out.columns), b
+        assert np.isfinite(out[["time_ms", "power_w"]].to_numpy()).all(), b
+        assert (out.time_ms > 0).all() and (out.power_w > 0).all(), b
+        assert (out.batch_size == b).all()
 
 
 def test_expected_batch_size_column_or_argument(twin):

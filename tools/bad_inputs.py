@@ -430,6 +430,223 @@ CASES: list[Case] = [
 ]
 
 
+# -- issue 26: files, devices and sizes -----------------------------------------------------
+
+_ROW = "12,2201.6,1300.5,3199,16\n"
+
+
+def _stream_bad_row(bad: bytes) -> Callable[[Path], Outcome]:
+    """predict -o of a CSV whose 13th row is bad, read in chunks of 5: the error must
+    leave no output file (a truncated one looks whole to the next command)."""
+
+    def run(tmp: Path) -> Outcome:
+        from powertrain import streaming
+
+        src = tmp / "big.csv"
+        head = "cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size\n" + _ROW * 12
+        src.write_bytes(head.encode() + bad + (_ROW * 3).encode())
+        defaults = streaming.read_csv_chunks.__defaults__
+        streaming.read_csv_chunks.__defaults__ = (5, "")
+        try:
+            out = cli("predict", "-m", "orin-agx/resnet18", src, "-b", "16", "-o", tmp / "o.csv")
+        finally:
+            streaming.read_csv_chunks.__defaults__ = defaults
+        if (tmp / "o.csv").exists():  # a partial file that looks whole: wrong
+            return Outcome(0, out.error, out.traceback)
+        return out
+
+    return run
+
+
+def _predict_into_input(tmp: Path) -> Outcome:
+    src = _modes_csv(tmp)
+    before = src.read_bytes()
+    out = cli("predict", src, "-m", "orin-agx/resnet18", "-o", tmp / "." / "modes.csv")
+    return out if src.read_bytes() == before else Outcome(0, out.error, out.traceback)
+
+
+def _examples_through_symlink(tmp: Path) -> Outcome:
+    outside = tmp / "outside.txt"
+    outside.write_text("keep\n")
+    (tmp / "ex").mkdir()
+    (tmp / "ex" / "fleet.toml").symlink_to(outside)
+    out = cli("examples", "-o", tmp / "ex", "--overwrite")
+    out.value = outside.read_text() == "keep\n" and not (tmp / "ex" / "fleet.toml").is_symlink()
+    return out
+
+
+def _cross_device(tmp: Path) -> Outcome:
+    spec = REPO / "examples" / "orin-nx-16gb.json"
+    return cli("--device-spec", spec, "predict", "-m", "orin-agx/resnet18",
+               "--device", "orin-nx-16gb", "-b", "16", "-o", tmp / "nx.csv")  # fmt: skip
+
+
+def _replay(edit: Callable[[pd.DataFrame], pd.DataFrame], device: str | None) -> Outcome:
+    from powertrain.backends.replay import ReplayBackend
+    from powertrain.corpora import load_corpus
+
+    table = edit(load_corpus("orin-agx_resnet18_bs16"))
+    return api(lambda: ReplayBackend(table, device=device))
+
+
+def _twice_10x(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([df, df.head(1).assign(time_ms=df.time_ms.iloc[0] * 10)])
+
+
+def _huge_modes(tmp: Path) -> Outcome:
+    p = tmp / "huge.json"
+    p.write_text(
+        json.dumps({"name": "huge", "knobs": {f"k{i}": list(range(1, 401)) for i in range(6)}})
+    )
+    return cli("modes", p, "--which", "all", "-o", tmp / "h.csv")
+
+
+def _weights_1e30(tmp: Path) -> Outcome:
+    import copy
+
+    import torch
+
+    import powertrain as pt
+
+    model = copy.deepcopy(pt.Predictor.from_pretrained("orin-agx/resnet18"))
+    with torch.no_grad():
+        for p in model.heads_["time_ms"].net_.parameters():
+            p.mul_(1e30)
+    modes = pt.get_device("orin-agx").power_modes().head(20)
+    return api(lambda: model.predict(modes, batch_size=16))
+
+
+def _one_batch_size_list(tmp: Path) -> Outcome:
+    return cli("predict", _modes_csv(tmp), "-m", "orin-agx/resnet18", "-b", "16", "32",
+               "-o", tmp / "p.csv")  # fmt: skip
+
+
+def _api_predict(**kw: object) -> Outcome:
+    import powertrain as pt
+
+    model = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    modes = pt.get_device("orin-agx").power_modes().head(3)
+    return api(lambda: model.predict(modes, **kw))
+
+
+def _fit_no_targets(tmp: Path) -> Outcome:
+    from powertrain.corpora import load_corpus
+    from powertrain.predictor import Predictor
+
+    corpus = load_corpus("orin-agx_resnet18_bs16").head(30)
+    return api(lambda: Predictor(targets=(), progress=False).fit(corpus))
+
+
+def _sidecar_no_digest(tmp: Path) -> Outcome:
+    from powertrain.real_data import load_real_corpus, real_corpus_names
+
+    name = real_corpus_names()[0]
+    for suffix in (".csv", ".provenance.json"):
+        shutil.copyfile(REPO / "datasets" / "real" / f"{name}{suffix}", tmp / f"{name}{suffix}")
+    side = tmp / f"{name}.provenance.json"
+    meta = json.loads(side.read_text())
+    meta.pop("csv_sha256")
+    side.write_text(json.dumps(meta))
+    return api(lambda: load_real_corpus(name, tmp))
+
+
+def _report_while_running(tmp: Path) -> Outcome:
+    import fcntl
+
+    import powertrain as pt
+
+    out = tmp / "r"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY)  # what the first, still running report holds
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return api(lambda: pt.report(REPO / "examples" / "fleet.toml", out))
+    finally:
+        os.close(fd)
+
+
+def _garbage_scheduler(tmp: Path) -> Outcome:
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            for _ in range(4):
+                conn, _ = srv.accept()
+                conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n" + bytes(range(256)) * 8)
+                conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        return _dask(f"tcp://127.0.0.1:{srv.getsockname()[1]}")
+    finally:
+        srv.close()
+
+
+def _refine_on_size_list(tmp: Path) -> Outcome:
+    import powertrain as pt
+
+    model = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    est = model.predict(pt.get_device("orin-agx").profiling_grid().head(40), batch_size=[16, 32])
+    return api(lambda: pt.refine_modes(est, 3, (15, 40)))
+
+
+CASES += [
+    *[
+        Case(f"predict-stream-{name}", _stream_bad_row(bad), ("big.csv", "row 13"))
+        for name, bad in (
+            ("abc", b"12,2201.6,abc,3199,16\n"),
+            ("empty-cell", b"12,2201.6,,3199,16\n"),
+            ("latin1", b"12,2201.6,1300.5,3199,16\xe9\n"),
+        )
+    ],
+    Case(
+        "predict-stream-ragged",
+        _stream_bad_row(b"12,2201.6,1300.5,3199,16,7\n"),
+        ("big.csv", "line 14"),
+    ),
+    Case("predict-into-its-input", _predict_into_input, ("--out", "destroy the input")),
+    Case(
+        "examples-overwrite-symlink",
+        _examples_through_symlink,
+        correct=lambda o: o.rc == 0 and o.value is True,
+    ),
+    Case("predict-other-device", _cross_device, ("orin-agx", "orin-nx-16gb", "--cross-device")),
+    Case(
+        "replay-other-device",
+        lambda t: _replay(lambda d: d, "orin-nano"),
+        ("orin-agx", "orin-nano"),
+    ),
+    Case(
+        "replay-other-device-no-column",
+        lambda t: _replay(lambda d: d.drop(columns="device"), "orin-nano"),
+        ("cores", "orin-nano"),
+    ),
+    Case("replay-duplicates-10x", lambda t: _replay(_twice_10x, None), ("rows 1, 4369", "10.0x")),
+    Case("modes-all-huge-spec", _huge_modes, ("4,096,000,000,000,000 rows", "--max-rows")),
+    Case("model-weights-1e30", _weights_1e30, ("time_ms", "not a finite number")),
+    Case(
+        "predict-one-batch-size-model",
+        _one_batch_size_list,
+        correct=lambda o: o.rc == 0 and "trained at batch size 16 only" in o.error,
+    ),
+    Case("api-batch-size-true", lambda t: _api_predict(batch_size=True), ("batch_size", "True")),
+    Case("api-targets-empty", _fit_no_targets, ("targets",)),
+    Case("sidecar-without-digest", _sidecar_no_digest, ("provenance.json", "csv_sha256")),
+    Case("report-two-at-once", _report_while_running, ("still running",)),
+    Case("dask-address-garbage", _garbage_scheduler, ("scheduler", "not a dask scheduler")),
+    Case(
+        "refine-on-batch-size-list",
+        _refine_on_size_list,
+        correct=lambda o: o.value is not None and 1 <= len(o.value) <= 3,
+    ),
+]
+
+
 def _api_sample(n: int, seed: int) -> Outcome:
     import powertrain as pt
 

@@ -17,6 +17,7 @@ real GPU traces), which :meth:`ReplayBackend.measure` answers directly.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -28,11 +29,17 @@ from ..errors import DataError, ProfilingError
 from ..schema import CONFIG_COLUMNS, check_columns, read_csv
 from .base import Backend
 
+#: repeated records of one configuration further apart than this (max/min) are refused
+REPEAT_SPREAD = 1.5
 #: the time columns a recorded table may carry, in the order they are looked for
 TIME_COLUMNS = ("time_ms", "epoch_s")
 #: board seconds charged per measured configuration when the table has no ``profile_s``
 DEFAULT_SECONDS_PER_CONFIG = 60.0
 _ROUND = 3
+
+
+class RepeatedRecordsWarning(UserWarning):
+    """A replay table recorded a configuration more than once; the records were averaged."""
 
 
 def _key(values: Sequence[float]) -> tuple:
@@ -99,6 +106,9 @@ class ReplayBackend(Backend):
             raise DataError(f"seconds_per_config must be >= 0 seconds, got {seconds_per_config!r}")
         cols = [*self._columns, *self.targets]
         df = check_columns(df, cols, source=source, positive=cols)
+        if device is not None and self.device is not None:  # the table must be that board's
+            _check_device(df, self.device, source, presets=config_columns is None)
+        _check_repeats(df, list(self._columns), self.targets, source)
         extra = ["profile_s"] if "profile_s" in df.columns and seconds_per_config is None else []
         keys = df[list(self._columns)].round(_ROUND)
         grouped = df.assign(**{c: keys[c] for c in self._columns}).groupby(
@@ -231,3 +241,49 @@ def _one(df: pd.DataFrame, column: str) -> str:
         return "unknown"
     values = df[column].dropna().astype(str).unique()
     return str(values[0]) if len(values) == 1 else "unknown"
+
+
+def _check_device(df: pd.DataFrame, device: Device, source: str, presets: bool) -> None:
+    """Refuse a table recorded on another device: its ``device`` column names another, or
+    (with the device's own columns) a row is no mode of it. A decision on such a table
+    would pick a configuration the board does not have."""
+    if "device" in df.columns:
+        names = df["device"].astype(str)
+        other = np.flatnonzero((names != device.name).to_numpy())
+        if other.size:
+            i = int(other[0])
+            raise DataError(
+                f"{source}: row {i + 1} was recorded on {names.iloc[i]!r}, not on "
+                f"{device.name!r} (the device given); replay a table of that device"
+            )
+    if presets:
+        device.validate(df, source=source, presets=True)
+
+
+def _check_repeats(
+    df: pd.DataFrame, columns: list[str], targets: Sequence[str], source: str
+) -> None:
+    """Repeated records of one configuration are averaged, with a warning; records more
+    than :data:`REPEAT_SPREAD` times apart are refused (two different runs, not noise)."""
+    keys = df[columns].round(_ROUND)
+    dup = keys.duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return
+    groups = df[dup].assign(**{c: keys[c][dup] for c in columns}).groupby(columns, sort=False)
+    for t in targets:
+        spread = groups[t].max() / groups[t].min()
+        if (spread > REPEAT_SPREAD).any():
+            key = spread.idxmax()
+            rows = np.flatnonzero((keys[columns] == pd.Series(key, index=columns)).all(axis=1))
+            raise DataError(
+                f"{source}: rows {', '.join(str(r + 1) for r in rows)} record one "
+                f"configuration with {t} {float(df[t].iloc[rows].min()):g} to "
+                f"{float(df[t].iloc[rows].max()):g} ({float(spread.max()):.1f}x apart); "
+                "keep the right one"
+            )
+    n = int(keys.duplicated().sum())
+    warnings.warn(
+        f"{source}: {n} repeated configuration(s) averaged into one row each",
+        RepeatedRecordsWarning,
+        stacklevel=4,
+    )

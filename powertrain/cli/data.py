@@ -31,6 +31,11 @@ def _write_folder_exists(out: str) -> Path:
     return path
 
 
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
 def _knob_summary(name: str, values: tuple[float, ...]) -> str:
     """``cores 1-12``, ``cpu 29`` (a frequency table's size), ``power_limit_w 7 (100-250)``."""
     if name == "cores":
@@ -60,10 +65,13 @@ def cmd_modes(args: argparse.Namespace) -> int:
 
     dev = get_device(args.device)
     if args.which == "all" and not args.sweep_order:  # any size: a chunk at a time
-        from ..streaming import write_csv_chunks
+        from ..streaming import check_rows, write_csv_chunks
         from .tables import integer_columns, print_table
 
-        chunks = (integer_columns(df) for df in dev.iter_power_modes())
+        it = dev.iter_power_modes()
+        first = next(it)
+        check_rows(dev.n_modes, first, args.max_rows, f"every mode of {dev.name}")
+        chunks = (integer_columns(df) for df in _chain(first, it))
         if args.out in (None, "-"):
             for i, df in enumerate(chunks):  # exact values, counts as integers
                 print_table(df, sys.stdout, rounded=(), header=i == 0)
@@ -137,6 +145,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sweep-order", action="store_true", help="order rows for a downward-stepping sweep"
     )
     p.add_argument("-o", "--out", help="output CSV (default: stdout)")
+    p.add_argument(
+        "--max-rows",
+        type=positive_int,
+        default=None,
+        help="refuse --which all beyond this many modes (default 100,000,000: ~4 GB)",
+    )
     p.set_defaults(func=cmd_modes)
 
     p = command(sub, "simulate", help="profile N random modes of a workload on the digital twin")

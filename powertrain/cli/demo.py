@@ -194,12 +194,13 @@ def _write_outputs(out: Path, run, dev, args, picks: list, caps: list, say) -> N
 
     import pandas as pd
 
+    from ..files import put
     from ..report.figures import figure_png, new_figure, plot_time_power
     from ..report.pages import facts_html, render_page, table_html
 
-    run.samples.to_csv(out / "samples.csv", index=False)
-    run.estimates.to_csv(out / "estimates.csv", index=False)
-    run.front.to_csv(out / "pareto_front.csv", index=False)
+    for name, table in (("samples", run.samples), ("estimates", run.estimates),
+                        ("pareto_front", run.front)):  # fmt: skip
+        put(out, f"{name}.csv", table.to_csv(index=False))
     details = _details(run, dev, args, caps)
     ax = plot_time_power(
         run.estimates, front=run.front, chosen=pd.Series(picks[0]), power_cap_w=args.power_cap,
@@ -207,7 +208,7 @@ def _write_outputs(out: Path, run, dev, args, picks: list, caps: list, say) -> N
         title=f"{dev.name} / {args.workload}: predicted from {len(run.samples)} profiled modes",
     )  # fmt: skip
     png = figure_png(ax)
-    (out / "time_power.png").write_bytes(png)
+    put(out, "time_power.png", png)
     front = run.front[[c for c in FRONT_COLUMNS if c in run.front.columns]]
     body = (
         f"<h2>The pick under {args.power_cap:g} W</h2>{_answer(picks, dev.knobs)}"
@@ -219,13 +220,13 @@ def _write_outputs(out: Path, run, dev, args, picks: list, caps: list, say) -> N
         f"<h2>The predicted Pareto front, mode by mode</h2>{table_html(front)}"
     )
     page = render_page(f"PowerTrain demo: {dev.name} / {args.workload}", body)
-    (out / "report.html").write_text(page)
+    put(out, "report.html", page)
     _print_answer(picks, dev.knobs, args.power_cap, say)
     width = max(map(len, details))
     for k, v in details.items():
         say(f"   {k:<{width}}  {v}")
-    pd.DataFrame(picks).to_csv(out / "picks.csv", index=False)
-    pd.DataFrame([details]).to_csv(out / "summary.csv", index=False)
+    put(out, "picks.csv", pd.DataFrame(picks).to_csv(index=False))
+    put(out, "summary.csv", pd.DataFrame([details]).to_csv(index=False))
     say(
         f"wrote {out}/report.html, time_power.png, picks.csv, estimates.csv, "
         "pareto_front.csv, samples.csv, summary.csv"

@@ -8,11 +8,11 @@ the fleet spec and the notebooks to a folder of their choice.
 from __future__ import annotations
 
 import argparse
-import shutil
 from importlib import resources
 from pathlib import Path
 
 from ..errors import DataError
+from ..files import atomic_write, inside
 from .args import command, done
 
 #: package -> the shipped files of the repository's examples/ (report and device specs)
@@ -43,7 +43,8 @@ def cmd_examples(args: argparse.Namespace) -> int:
             dst = out / src.name
             if dst.exists() and not args.overwrite:
                 raise DataError(f"{dst}: exists; add --overwrite to replace it")
-            shutil.copyfile(src, dst)
+            # a rename replaces a symlink at dst; it never writes through it to elsewhere
+            atomic_write(inside(out, dst), src.read_bytes())
             copied.append(dst.name)
         done(f"copied {', '.join(copied)} to {out}")
         return 0

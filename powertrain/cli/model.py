@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataError, ModelFileError
+from ..files import refuse_same
 from .args import (
     IntListAction,
     command,
@@ -138,8 +139,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .tables import integer_columns
 
     if args.out not in (None, "-"):
+        refuse_same(args.out, args.modes)  # before anything is opened
         _check_out(args.out, directory=False)
     model = _load_model(args.model)
+    if args.device:
+        _check_model_device(model, args.model, args.device, args.cross_device)
     check = None
     if args.modes:
         chunks = read_csv_chunks(args.modes)
@@ -154,7 +158,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         if not args.device:
             raise DataError("give a modes CSV or --device to predict every power mode")
-        chunks = get_device(args.device).iter_power_modes()
+        from ..streaming import check_rows
+
+        dev = get_device(args.device)
+        first = next(dev.iter_power_modes(chunk=1000))
+        n_rows = dev.n_modes * len(args.batch_size or [1])
+        check_rows(n_rows, first, args.max_rows, f"--device {dev.name}")
+        chunks = dev.iter_power_modes()
         source = f"the modes of {args.device}"
     sizes = args.batch_size  # None: the CSV's column; one size; or several (repeat modes)
     batch = sizes if sizes is None or len(sizes) > 1 else sizes[0]
@@ -179,6 +189,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if n is not None:
         done(f"wrote {n} predictions to {args.out}")
     return 0
+
+
+def _check_model_device(model, name: str, device: str, allow: bool) -> None:
+    """Refuse predicting a device the model was not trained on (its clocks may lie inside
+    the training ranges, so no extrapolation warning would fire), unless ``allow``:
+    then say loudly that the numbers are a cross-device guess."""
+    from ..devices import get_device
+    from ..predictor.checks import trained_devices
+
+    known = trained_devices(model.info_)
+    dev = get_device(device)
+    device = dev.name
+    if not known or device in known or set(dev.knobs) - set(model.inputs_):
+        return  # other knobs: predict names the columns the model reads
+    text = f"model {name} was trained on {', '.join(known)}, not on {device}"
+    if not allow:
+        raise DataError(
+            f"--device {device}: {text}; transfer it with samples of {device} "
+            "(powertrain transfer), or pass --cross-device for a cross-device guess"
+        )
+    print(f"warning: {text}: these predictions are a cross-device guess", file=sys.stderr)
 
 
 def _print_chunks(frames, model, args: argparse.Namespace) -> None:
@@ -264,6 +295,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action=IntListAction,
         help="batch size(s), e.g. 16,32 or 16 32; several repeat each mode "
         "(default: the CSV's batch_size column)",
+    )
+    p.add_argument(
+        "--cross-device",
+        action="store_true",
+        help="predict a --device the model was not trained on (a guess; refused otherwise)",
+    )
+    p.add_argument(
+        "--max-rows",
+        type=positive_int,
+        default=None,
+        help="refuse --device beyond this many rows (modes x batch sizes; default 100,000,000)",
     )
     p.add_argument("--no-std", action="store_true", help="leave out the uncertainty columns")
     p.add_argument(

@@ -409,6 +409,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise DataError("--minibatches must be >= 1")
     if args.sample_period is not None and not args.sample_period > 0:
         raise DataError(f"--sample-period {args.sample_period}: give a period > 0 s")
+    if args.out is not None and args.modes is not None and not args.modes.isdigit():
+        from ..files import refuse_same
+
+        refuse_same(args.out, args.modes)  # the store would read the modes as results
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     _check_power_limit_options(args)

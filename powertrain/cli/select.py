@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import DataError
+from ..files import refuse_same
 from .args import command, default_of, done, given
 
 #: selection.OBJECTIVES, spelled out so that building the parser imports nothing heavy
@@ -51,6 +52,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     from .tables import write_table
 
     if args.front:
+        refuse_same(args.front, args.estimates, flag="--front")
         folder = Path(args.front).parent
         if not folder.is_dir():
             raise DataError(f"--front {args.front}: folder {folder} does not exist")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..files import atomic_open, disk_reason
 from ..schema import INTEGER_COLUMNS
 
 #: how floats of measured or predicted columns are printed on the terminal
@@ -84,6 +85,7 @@ def write_table(
         print_table(df, sys.stdout, rounded=rounded, full_precision=full)
         return
     try:
-        integer_columns(df).to_csv(out, index=False)
+        with atomic_open(out) as f:  # whole or not at all
+            integer_columns(df).to_csv(f, index=False)
     except OSError as e:
-        raise DataError(f"{out}: cannot write ({e.strerror or e})") from None
+        raise DataError(f"{out}: cannot write ({disk_reason(e)})") from None

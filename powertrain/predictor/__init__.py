@@ -6,7 +6,7 @@ estimator; ``baselines`` holds what the benchmarks compare against.
 
 from __future__ import annotations
 
-from .checks import MIN_SAMPLES, ExtrapolationWarning
+from .checks import MIN_SAMPLES, CrossDeviceWarning, ExtrapolationWarning
 from .estimator import PowerTrainMLP
 from .model_io import pretrained_names
 from .predictor import TARGETS, Predictor
@@ -14,6 +14,7 @@ from .predictor import TARGETS, Predictor
 __all__ = [
     "MIN_SAMPLES",
     "TARGETS",
+    "CrossDeviceWarning",
     "ExtrapolationWarning",
     "PowerTrainMLP",
     "Predictor",

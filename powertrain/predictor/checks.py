@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..devices import check_device
-from ..errors import DataError
+from ..errors import DataError, ModelFileError
 from ..reserved import reserved_column
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
 
@@ -37,6 +37,40 @@ class ExtrapolationWarning(UserWarning):
     """A configuration lies outside the ranges the model (or its reference) was trained on."""
 
 
+class CrossDeviceWarning(UserWarning):
+    """Predictions for a device the model was not trained on: a cross-device guess."""
+
+
+def trained_devices(info: Mapping[str, Any]) -> list[str]:
+    """The devices a model's own training (or transfer) table named; empty when it did
+    not say (a table without a ``device`` column)."""
+    named = (info.get("trained_on") or {}).get("device") or []
+    return [str(d) for d in named if d != "..."]
+
+
+def other_devices(frame: pd.DataFrame, info: Mapping[str, Any]) -> list[str]:
+    """The devices a ``device`` column of ``frame`` names that the model was not trained
+    on (empty when either side does not say)."""
+    known = trained_devices(info)
+    if not known or "device" not in frame.columns or len(known) >= 8:  # 8+: a list cut short
+        return []
+    return sorted(set(map(str, frame["device"].dropna().unique())) - set(known))
+
+
+def warn_other_device(frame: pd.DataFrame, info: Mapping[str, Any]) -> None:
+    """Say loudly that rows of another device get a cross-device guess (the knobs may
+    lie inside the training ranges, so the extrapolation warning stays silent)."""
+    other = other_devices(frame, info)
+    if other:
+        warnings.warn(
+            f"predict: rows of {', '.join(other)}, but the model was trained on "
+            f"{', '.join(trained_devices(info))}: a cross-device guess; transfer the model "
+            "with samples of that device first",
+            CrossDeviceWarning,
+            stacklevel=3,
+        )
+
+
 def check_column_roles(
     inputs: Sequence[str], targets: Sequence[str], source: str | None = None
 ) -> None:
@@ -44,6 +78,11 @@ def check_column_roles(
     writes itself (``device``, ``*_std``, ...): a prediction would overwrite the input (or
     that column) in the same table."""
     where = f"{source}: " if source else ""
+    if isinstance(targets, str) or not len(targets):
+        raise DataError(
+            f"{where}targets must name at least one measured column, e.g. "
+            f"('time_ms', 'power_w'); got {targets!r}"
+        )
     for t in targets:
         if t in inputs:
             raise DataError(
@@ -198,14 +237,16 @@ def config_table(
             )
         out = modes
     elif np.ndim(cast(Any, batch_size)) == 0:  # a scalar: one size for every mode
-        out = modes.assign(batch_size=cast(Any, batch_size))
+        out = modes.assign(batch_size=_size(batch_size))
     else:
-        sizes = list(cast(Iterable[int], batch_size))
+        sizes = [_size(b) for b in cast(Iterable[int], batch_size)]
         if not sizes:
             raise DataError("batch_size is an empty sequence")
+        # one new label per row: repeated labels (0, 0, 1, 1, ...) break .loc and refine
         out = modes.loc[modes.index.repeat(len(sizes))].assign(
             batch_size=np.tile(np.asarray(sizes), len(modes))
         )
+        out.index = pd.RangeIndex(len(out))
     missing = [c for c in inputs if c not in out.columns]
     if missing:  # typically modes of a device with other knobs than the model's
         raise DataError(
@@ -216,6 +257,50 @@ def config_table(
         out, inputs, source="modes", positive=inputs if catalog_knobs else (), nonnegative=inputs
     )
     return out
+
+
+def _size(value: object) -> int:
+    """A batch size: a whole number >= 1 (``True`` is not one, though Python says 1)."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not ok and isinstance(value, (float, np.floating)) and float(value).is_integer():
+        ok, value = True, int(value)
+    if not ok or int(cast(Any, value)) < 1:
+        raise DataError(
+            f"batch_size must be a whole number >= 1 (or a list of them), got {value!r}"
+        )
+    return int(cast(Any, value))
+
+
+def warn_one_batch_size(frame: pd.DataFrame, ranges: Mapping[str, list[float]]) -> None:
+    """Say that a model trained at one batch size cannot tell sizes apart: asked for
+    several, it would give each the same numbers."""
+    trained = ranges.get("batch_size")
+    if trained is None or trained[0] != trained[1] or "batch_size" not in frame.columns:
+        return
+    asked = sorted(set(frame["batch_size"].astype(float)) - {trained[0]})
+    if asked:
+        warnings.warn(
+            f"predict: the model was trained at batch size {trained[0]:g} only, so it "
+            f"cannot tell batch sizes apart: the rows at batch size "
+            f"{', '.join(f'{b:g}' for b in asked[:5])} repeat batch size {trained[0]:g}'s "
+            "numbers; transfer it with samples at those sizes",
+            ExtrapolationWarning,
+            stacklevel=3,
+        )
+
+
+def check_finite(out: pd.DataFrame, columns: Sequence[str]) -> None:
+    """Refuse predictions that are not finite numbers: the model's weights are broken
+    (scaled out of range, say), and an inf time would reach a pick as a valid row."""
+    for col in columns:
+        v = out[col].to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            i = int(bad[0])
+            raise ModelFileError(
+                f"predict: row {i + 1}, {col} = {v[i]:g} is not a finite number: the model's "
+                "weights give no usable prediction (a corrupt or tampered model file?)"
+            )
 
 
 def ranges_of(df: pd.DataFrame, inputs: Sequence[str] = CONFIG_COLUMNS) -> dict[str, list[float]]:

@@ -334,6 +334,8 @@ class Predictor(BaseEstimator):
         )
         X = frame[list(self.inputs_)].to_numpy(dtype=np.float64)
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
+        checks.warn_other_device(frame, self.info_)
+        checks.warn_one_batch_size(frame, self.feature_ranges_)
         out = frame.copy()
         cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
@@ -363,6 +365,8 @@ class Predictor(BaseEstimator):
                 out[f"{target}_std"] = std
             if bound is not None:
                 out[f"{target}_max"] = bound
+        std_cols = [f"{t}_std" for t in self.targets_] if return_std else []
+        checks.check_finite(out, [*self.targets_, *std_cols])
         choice = (self.info_.get("transfer") or {}).get("choice")
         if choice is not None:
             out.attrs["transfer_choice"] = copy.deepcopy(choice)

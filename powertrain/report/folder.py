@@ -12,6 +12,7 @@ Workers only compute; this process writes, so a remote cluster needs no shared d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import PowerTrainError
-from ..files import atomic_write, replace_dir
+from ..files import atomic_write, inside, put, replace_dir
 from .cases import CaseResult, run_group
 from .pages import CASE_FILES, case_files, index_page
 from .spec import Case, FleetSpec, load_spec
@@ -58,6 +59,36 @@ def _spec_digest(spec: FleetSpec) -> str:
     return hashlib.sha256(spec.text.encode()).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out`` for one report at a time: a second report into a folder that one is
+    still writing is refused as such (an advisory lock on the folder, freed when this
+    process ends however it ends)."""
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"report folder {out} exists and is not a folder")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no advisory locks here (Windows)
+        yield
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY)
+    except OSError as e:
+        raise ReportError(f"cannot write report folder {out}: {e.strerror or e}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ReportError(
+                f"report folder {out} is being written by another report that is still "
+                "running; wait for it to end, or choose another folder"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
     """Create ``out``, resume it, or refuse it (see the module docstring)."""
     state = out / STATE_FILE
@@ -89,7 +120,8 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
             )
     try:
         (out / "cases").mkdir(parents=True, exist_ok=True)
-        (out / OWNER_MARKER).write_text("written by powertrain report; do not edit\n")
+        put(out, OWNER_MARKER, "written by powertrain report; do not edit\n")
+        inside(out, out / "cases" / "x")  # a symlinked cases/ would lead writes elsewhere
         probe = out / f".write-test-{uuid.uuid4().hex}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -208,6 +240,11 @@ def connect(address: str, timeout_s: float = 5.0):
         raise ReportError(
             f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s: {e}"
         ) from None
+    except Exception as e:  # noqa: BLE001 - something answered, but not a Dask scheduler
+        raise ReportError(
+            f"--scheduler {address!r}: what answers there is not a Dask scheduler "
+            f"({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+        ) from None
 
 
 def _run_dask(groups: list[list[Case]], address: str) -> Iterator[list[CaseResult]]:
@@ -249,6 +286,18 @@ def report(
     out = Path(out)
     say = log or (lambda msg: None)
     check_size(spec, max_cases, n_jobs)
+    with _exclusive(out):
+        return _report(spec, out, overwrite, scheduler, n_jobs, say)
+
+
+def _report(
+    spec: FleetSpec,
+    out: Path,
+    overwrite: bool,
+    scheduler: str | None,
+    n_jobs: int | None,
+    say: Callable[[str], None],
+) -> ReportResult:
     _prepare_folder(out, spec, overwrite)
     cases = spec.cases()
     reused = [c.case_id for c in cases if is_done(out, c)]

@@ -1,0 +1,283 @@
+"""Tests written for the mutants the mutation check found alive (docs/safety.md).
+
+Why: in these modules one flipped comparison puts a pick over the cap or hides a bad
+input. Each test names the mutant it kills (mutmut's name, module.x_function__mutmut_N),
+so a later run can tell a new survivor from an old one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrain as pt
+from powertrain.errors import DataError
+
+
+def _est(power, time, **more) -> pd.DataFrame:
+    return pd.DataFrame({"power_w": power, "time_ms": time, **more})
+
+
+def test_power_exactly_at_the_cap_fits():
+    """fastest_under_80 / _89 (``<=`` -> ``<``): a row drawing exactly the cap fits."""
+    est = _est([30.0, 29.0], [1.0, 2.0])
+    assert pt.fastest_under(est, 30).time_ms == 1.0
+    assert pt.fastest_under(est, 30, margin_w=1.0).time_ms == 2.0  # 29 + 1 = 30 fits too
+    std = est.assign(power_w_std=[0.0, 0.5])
+    assert pt.fastest_under(std, 30, k_sigma=2.0).time_ms == 1.0  # a measured row: 30 + 0
+
+
+def test_a_negative_margin_or_k_sigma_is_named():
+    """fastest_under_18 / _25 (the argument's name in the error) and _number_21."""
+    est = _est([10.0], [1.0])
+    with pytest.raises(DataError, match=r"^margin_w must be a finite number >= 0"):
+        pt.fastest_under(est, 30, margin_w=-1)
+    with pytest.raises(DataError, match=r"^k_sigma must be a finite number >= 0"):
+        pt.fastest_under(est, 30, k_sigma=-1)
+    with pytest.raises(DataError, match=r"^power_cap_w must be a finite number > 0"):
+        pt.fastest_under(est, 0)
+
+
+def test_a_non_number_names_its_type():
+    """_number_5: the type of the value given, not of None."""
+    with pytest.raises(DataError, match=r"power_cap_w must be a number, got '30' \(str\)"):
+        pt.fastest_under(_est([10.0], [1.0]), "30")
+
+
+def test_the_default_time_column_is_the_tables_own():
+    """fastest_under_29 / pareto_front_3: a per-epoch table is ranked by its epoch_s."""
+    est = pd.DataFrame({"power_w": [10.0, 12.0], "epoch_s": [5.0, 3.0]})
+    assert pt.fastest_under(est, 20).epoch_s == 3.0
+    assert list(pt.pareto_front(est).epoch_s) == [5.0, 3.0]
+
+
+def test_any_k_sigma_above_zero_needs_the_spread():
+    """fastest_under_39 (``k_sigma > 0`` -> ``> 1``): 0.5 sigma needs power_w_std too."""
+    with pytest.raises(DataError, match="k_sigma > 0 needs a 'power_w_std' column"):
+        pt.fastest_under(_est([10.0], [1.0]), 30, k_sigma=0.5)
+
+
+def test_bad_values_are_named_with_the_function_and_refused_at_zero():
+    """fastest_under_45.._52 and pareto_front_7.._14: the source in the error, and power
+    or time of 0 refused (``positive``)."""
+    for fn in (pt.fastest_under, pt.pareto_front):
+        args = (30,) if fn is pt.fastest_under else ()
+        with pytest.raises(DataError, match=rf"^{fn.__name__}: row 2, column 'power_w'"):
+            fn(_est([10.0, 0.0], [1.0, 2.0]), *args)
+        with pytest.raises(DataError, match=rf"^{fn.__name__}: row 1, column 'time_ms'"):
+            fn(_est([10.0, 12.0], [0.0, 2.0]), *args)
+
+
+def test_a_zero_spread_is_allowed_and_a_negative_one_is_named_by_row():
+    """fastest_under_58 / _63 (``< 0`` -> ``<= 0``), _64 (``< 1``), _67 / _68 (row +-1)."""
+    est = _est([10.0, 11.0, 12.0], [3.0, 2.0, 1.0])
+    ok = est.assign(power_w_std=[0.0, 0.0, 0.0])
+    assert pt.fastest_under(ok, 30, k_sigma=1.0).time_ms == 1.0
+    bad = est.assign(power_w_std=[0.5, 0.5, -0.5])
+    with pytest.raises(DataError, match=r"row 3, column 'power_w_std'"):
+        pt.fastest_under(bad, 30, k_sigma=1.0)
+
+
+def test_a_tie_in_time_keeps_only_the_lower_power_row_on_the_front():
+    """pareto_front_28 (``<`` -> ``<=``): a row as slow as a cheaper one is dominated."""
+    est = _est([10.0, 12.0, 14.0], [5.0, 5.0, 3.0])
+    front = pt.pareto_front(est)
+    assert list(front.power_w) == [10.0, 14.0]
+
+
+def test_select_at_the_cap_and_at_the_deadline():
+    """selection: power at the cap fits, a run that ends at the deadline meets it."""
+    est = pd.DataFrame(
+        dict(gpu_mhz=[1, 2], batch_size=[8, 8], time_ms=[10.0, 20.0], power_w=[9.0, 4.0])
+    )
+    r = pd.DataFrame({"batch_size": [8], "samples": [800]})  # tt_acc 1.0 s and 2.0 s
+    assert pt.select(est, r, power_cap_w=9.0).gpu_mhz == 1
+    assert pt.select(est, r, power_cap_w=8.99).gpu_mhz == 2
+    assert np.isclose(pt.select(est, r, 10, deadline_s=2.0, objective="energy").tt_acc, 2.0)
+
+
+def test_time_to_accuracy_per_epoch_and_per_minibatch():
+    """selection.time_to_accuracy_39.._53: a per-epoch table uses the r vector's epochs
+    (else r itself); a per-minibatch one converts ms per batch to seconds per sample."""
+    from powertrain.selection import time_to_accuracy
+
+    per_epoch = pd.DataFrame({"power_limit_w": [100, 200], "batch_size": [8, 16],
+                              "epoch_s": [10.0, 6.0], "power_w": [90.0, 180.0]})  # fmt: skip
+    epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [3.0, 5.0]})
+    assert list(time_to_accuracy(per_epoch, epochs).tt_acc) == [30.0, 30.0]
+    relative = pd.DataFrame({"batch_size": [8, 16], "r": [1.0, 2.0]})
+    # r normalised by eq. 3 of the batch-size paper (to the largest): 0.5 and 1.0
+    assert list(time_to_accuracy(per_epoch, relative).tt_acc) == [5.0, 6.0]
+    per_batch = pd.DataFrame({"batch_size": [8], "time_ms": [80.0], "power_w": [5.0]})
+    samples = pd.DataFrame({"batch_size": [8], "samples": [1000]})
+    got = time_to_accuracy(per_batch, samples)
+    assert got.tt_acc.iloc[0] == pytest.approx(80 / 1e3 / 8 * 1000)  # 10 s
+    assert got.energy_acc.iloc[0] == pytest.approx(50.0)  # 10 s x 5 W
+
+
+def test_time_to_accuracy_errors_name_what_is_missing():
+    """selection.time_to_accuracy_4.._18: the missing column and the columns found."""
+    from powertrain.selection import time_to_accuracy
+
+    r = {8: 1.0}
+    with pytest.raises(DataError, match=r"^estimates need a batch_size column"):
+        time_to_accuracy(pd.DataFrame({"time_ms": [1.0]}), r)
+    with pytest.raises(DataError, match=r"no time column 'epoch_s' \(found batch_size, power_w\)"):
+        time_to_accuracy(pd.DataFrame({"batch_size": [8], "power_w": [1.0]}), r, time="epoch_s")
+
+
+def test_a_deadline_on_a_per_epoch_table_uses_epochs_to_target():
+    """selection._absolute_1.._7: r in epochs makes a per-epoch table's times absolute."""
+    per_epoch = pd.DataFrame({"power_limit_w": [100, 200], "batch_size": [8, 16],
+                              "epoch_s": [10.0, 6.0], "power_w": [90.0, 180.0]})  # fmt: skip
+    epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [3.0, 4.0]})  # 30 s and 24 s
+    pick = pt.select(per_epoch, epochs, power_cap_w=200, deadline_s=30.0, objective="energy")
+    assert pick.batch_size == 8 and pick.tt_acc == 30.0  # 2,700 J beats 4,320 J
+    with pytest.raises(DataError, match="deadline_s needs absolute epochs"):
+        pt.select(per_epoch, {8: 1.0, 16: 1.0}, power_cap_w=200, deadline_s=30.0)
+
+
+def test_select_passes_its_margins_to_the_cap_check():
+    """selection.select_73 / _74: a margin or k sigma dropped puts the pick over the cap."""
+    est = pd.DataFrame(dict(gpu_mhz=[1, 2], batch_size=[8, 8], time_ms=[10.0, 20.0],
+                            power_w=[9.0, 4.0], power_w_std=[1.0, 0.1]))  # fmt: skip
+    r = {8: 1.0}
+    assert pt.select(est, r, power_cap_w=10).gpu_mhz == 1
+    assert pt.select(est, r, power_cap_w=10, margin_w=2.0).gpu_mhz == 2  # 9 + 2 > 10
+    assert pt.select(est, r, power_cap_w=10, k_sigma=2.0).gpu_mhz == 2  # 9 + 2 x 1 > 10
+
+
+def test_select_names_a_bad_deadline_and_objective():
+    """selection.select_8, _18.._26: the argument's name, > 0, and the choices."""
+    est = pd.DataFrame(dict(batch_size=[8], time_ms=[10.0], power_w=[9.0]))
+    r = pd.DataFrame({"batch_size": [8], "samples": [800]})
+    for bad in (0, -1):
+        with pytest.raises(DataError, match=r"^deadline_s must be a finite number > 0"):
+            pt.select(est, r, power_cap_w=10, deadline_s=bad)
+    with pytest.raises(DataError, match=r"objective must be one of time, energy, got 'speed'"):
+        pt.select(est, r, power_cap_w=10, objective="speed")
+
+
+def test_columns_of_names_the_configuration_time_and_power():
+    """optimise.columns_of_* and _catalog_device_for_4: a model's own names, else a
+    device's knobs plus batch_size where the table has it, and the table's time column."""
+    from powertrain.optimise import columns_of
+
+    ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    c = columns_of(pd.DataFrame(), model=ref)
+    assert (c.time, c.power, c.config) == ("time_ms", "power_w", tuple(ref.inputs_))
+    assert c.knobs == tuple(k for k in ref.inputs_ if k != "batch_size")
+    nano = pt.get_device("orin-nano")
+    modes = nano.power_modes().head(2)
+    c = columns_of(modes.assign(batch_size=16, epoch_s=1.0, power_w=5.0))
+    assert c.knobs == tuple(nano.knobs) and c.config == (*nano.knobs, "batch_size")
+    assert c.time == "epoch_s"
+    assert columns_of(modes, device="orin-nano").config == tuple(nano.knobs)
+    assert columns_of(modes).knobs == tuple(nano.knobs)  # _catalog_device_for_6: <= not <
+    gpu = pd.DataFrame({"power_limit_w": [100], "batch_size": [8], "epoch_s": [1.0]})
+    assert columns_of(gpu).knobs == ("power_limit_w",)
+
+
+def test_a_table_without_a_time_column_is_told_about_time_ms():
+    """optimise.time_column_15: the usual column is the one the error names."""
+    with pytest.raises(DataError, match="time_ms"):
+        pt.fastest_under(pd.DataFrame({"power_w": [10.0]}), 30)
+
+
+def test_an_r_in_epochs_needs_per_epoch_times():
+    """selection.time_to_accuracy_60: epochs to target do not mix with ms per minibatch."""
+    from powertrain.selection import time_to_accuracy
+
+    per_batch = pd.DataFrame({"batch_size": [8], "time_ms": [80.0], "power_w": [5.0]})
+    epochs = pd.DataFrame({"batch_size": [8], "epochs": [3.0]})
+    with pytest.raises(DataError, match="an r in epochs needs per-epoch times"):
+        time_to_accuracy(per_batch, epochs)
+
+
+def test_the_first_negative_spread_is_named_even_after_a_zero():
+    """optimise.fastest_under_63 / _69: a zero before the negative one is not it."""
+    bad = _est([10.0, 11.0, 12.0], [3.0, 2.0, 1.0], power_w_std=[0.0, 0.5, -0.5])
+    with pytest.raises(DataError, match=r"row 3, column 'power_w_std': -0.5 is negative; a spread"):
+        pt.fastest_under(bad, 30, k_sigma=1.0)
+
+
+# -- the Jetson restore path (backends/jetson/backend.py) ---------------------------------
+
+
+def _jetson(tmp_path, enable: str | None = "2"):
+    """A fake Orin whose fan has a ``pwm1_enable`` (auto mode, as a board boots), and a
+    backend on it, configured away from the original mode."""
+    from fake_sysfs import FAN, make_orin
+
+    from powertrain.backends.jetson import JetsonBackend
+
+    board = make_orin(tmp_path)
+    if enable is not None:
+        (board.root / FAN).with_name("pwm1_enable").write_text(enable + "\n")
+    board.fan0 = board.read(FAN)  # as the board booted
+    b = JetsonBackend("orin-agx", lambda bs: 0.5, root=board.root, write=board.kernel,
+                      sensor="hwmon", sample_period_s=0.01, check_root=False,
+                      handle_signals=False)  # fmt: skip
+    b.configure({"cores": 4, "cpu_mhz": 729.6, "gpu_mhz": 318.75, "mem_mhz": 665.6,
+                 "batch_size": 4})  # fmt: skip
+    return board, b
+
+
+def test_the_fan_goes_back_to_auto_after_its_speed(tmp_path):
+    """_Fan.restore_4, _5, _12, _16: pwm1 written back first, then pwm1_enable (else the
+    fan stays in manual mode at full speed)."""
+    from fake_sysfs import FAN
+
+    board, b = _jetson(tmp_path)
+    before = board.fan0
+    assert before != board.read(FAN)  # the sweep set it to full speed
+    board.writes.clear()
+    b.close()
+    fan = [(Path(p).name, v) for p, v in board.writes if "pwm-fan" in p]
+    assert fan == [("pwm1", before), ("pwm1_enable", "2")]
+    assert board.read(FAN.replace("pwm1", "pwm1_enable")) == "2"
+
+
+def test_a_fan_that_refuses_is_reported_with_every_file(tmp_path):
+    """_Fan.restore_1, _10, _20, _24: each failing fan file named, joined by '; '."""
+    board, b = _jetson(tmp_path)
+    board.refuse = {"pwm1", "pwm1_enable"}
+    with pytest.raises(
+        pt.errors.ProfilingError, match=r"fan: .*pwm1: .*Invalid argument; .*pwm1_enable: "
+    ):
+        b.close()
+
+
+def test_a_board_that_ignores_the_restore_is_said_to_need_a_reboot(tmp_path):
+    """_restore_board_6.._8: the snapshot after the restore is compared with the one
+    before the sweep."""
+    board, b = _jetson(tmp_path)
+    b.knobs.restore = lambda snap: None  # writes that the kernel silently drops
+    with pytest.raises(pt.errors.ProfilingError, match="did not return to its original mode"):
+        b.close()
+
+
+def test_a_failing_knob_restore_keeps_its_reason(tmp_path):
+    """_restore_steps_5 / _6: the error of the knob restore, not 'None'."""
+    board, b = _jetson(tmp_path)
+
+    def fail(snap):
+        raise pt.errors.ProfilingError("gpu min_freq: EINVAL")
+
+    b.knobs.restore = fail
+    with pytest.raises(pt.errors.ProfilingError, match="gpu min_freq: EINVAL"):
+        b.close()
+
+
+def test_close_restores_once_and_stops_the_sampler(tmp_path):
+    """close_1 / _2 (a second close restores again), close_3 (the sampler not stopped)."""
+    board, b = _jetson(tmp_path)
+    sampler = b.sampler
+    b.close()
+    assert sampler is not None and not sampler._thread.is_alive()
+    board.writes.clear()
+    b.close()
+    assert board.writes == []
