@@ -145,8 +145,9 @@ def test_select_passes_its_margins_to_the_cap_check():
     est = pd.DataFrame(dict(gpu_mhz=[1, 2], batch_size=[8, 8], time_ms=[10.0, 20.0],
                             power_w=[9.0, 4.0], power_w_std=[1.0, 0.1]))  # fmt: skip
     r = {8: 1.0}
-    assert pt.select(est, r, power_cap_w=10).gpu_mhz == 1
-    assert pt.select(est, r, power_cap_w=10, margin_w=2.0).gpu_mhz == 2  # 9 + 2 > 10
+    assert pt.select(est, r, power_cap_w=10, k_sigma=0).gpu_mhz == 1  # the plain pick
+    assert pt.select(est, r, power_cap_w=10).gpu_mhz == 2  # the default 3 sigma: 9 + 3 > 10
+    assert pt.select(est, r, power_cap_w=10, k_sigma=0, margin_w=2.0).gpu_mhz == 2  # 9 + 2 > 10
     assert pt.select(est, r, power_cap_w=10, k_sigma=2.0).gpu_mhz == 2  # 9 + 2 x 1 > 10
 
 

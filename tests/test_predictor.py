@@ -314,7 +314,7 @@ def test_grid_search_tunes_the_estimator_through_the_predictor(grid):
     assert search.best_estimator_.heads_["time_ms"].epochs == 40
 
 
-def test_the_transfer_loss_follows_the_estimator(ref, target):
+def test_the_transfer_loss_follows_the_estimator(ref, target, grid):
     """``loss`` is the estimator's: set on the Predictor, a transfer uses it; ``auto``
     means MAPE only when the samples come from another device."""
     s = target.sample(20, random_state=2)
@@ -328,9 +328,12 @@ def test_the_transfer_loss_follows_the_estimator(ref, target):
     nano = pt.get_device("orin-nano").power_modes().sample(20, random_state=2)
     other = synthetic_corpus(nano, "b", seed=1).assign(device="orin-nano")
     assert len(other) == 20
+    # a reference that records the device it was trained on (the synthetic one does not)
+    agx_ref = Predictor(**FAST).fit(synthetic_corpus(grid, "a").assign(device="orin-agx"))
+    assert agx_ref.transfer(s.assign(device="orin-agx")).info_["transfer"]["loss"] == "mse"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = clone_fitted(ref, estimator__loss="auto").transfer(other)
+        auto = clone_fitted(agx_ref, estimator__loss="auto").transfer(other)
     assert auto.info_["transfer"]["loss"] == "mape"
     assert auto.info_["transfer"]["cross_device"] is True
 
