@@ -46,16 +46,7 @@ class CapSchedule:
         self.callback = callback
         self.steps: list[tuple[float, float]] = []
         if steps is not None:
-            for i, (t, w) in enumerate(steps):
-                t, w = float(t), float(w)
-                if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
-                    raise DataError(
-                        f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0"
-                    )
-                self.steps.append((t, w))
-            self.steps.sort()
-            if not self.steps or self.steps[0][0] > 0:
-                raise DataError("CapSchedule: the first step must start at t_s = 0")
+            self.steps = _check_steps(steps)
 
     @classmethod
     def from_csv(cls, path: str | Path) -> CapSchedule:
@@ -67,20 +58,58 @@ class CapSchedule:
             nonnegative=["t_s"],
             positive=["power_cap_w"],
         )
-        return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
+        try:
+            return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
+        except DataError as e:  # name the file: its rows are the steps
+            raise DataError(f"{path}: {str(e).replace('step', 'row')}") from None
 
     def __call__(self, elapsed_s: float, minibatch: int = 0) -> float:
         if self.callback is not None:
-            cap = self.callback(elapsed_s, minibatch)
-            if not (isinstance(cap, (int, float, np.number)) and math.isfinite(cap) and cap > 0):
-                raise DataError(f"cap schedule callback returned {cap!r} at {elapsed_s:.0f} s")
-            return float(cap)
+            return checked_cap(self.callback(elapsed_s, minibatch), elapsed_s)
         times = [t for t, _ in self.steps]
         return self.steps[int(np.searchsorted(times, elapsed_s, side="right")) - 1][1]
 
     def caps(self) -> list[float]:
         """The distinct caps of a step schedule (what to decide for ahead of time)."""
         return sorted({w for _, w in self.steps})
+
+
+def _check_steps(steps: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The steps as sorted ``(t_s, W)`` pairs; a malformed step is named by its index, and
+    two caps at the same instant are refused (a power limit must not be ambiguous)."""
+    out: list[tuple[float, float]] = []
+    for i, step in enumerate(steps):
+        try:
+            t, w = step
+            t, w = float(t), float(w)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"CapSchedule: step {i + 1}: {step!r} must be a pair (t_s, power_cap_w) of numbers"
+            ) from None
+        if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
+            raise DataError(f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0")
+        same = [j for j, (u, _) in enumerate(out) if u == t]
+        if same:
+            raise DataError(
+                f"CapSchedule: steps {same[0] + 1} and {i + 1} both start at t_s = {t:g} "
+                f"({out[same[0]][1]:g} W and {w:g} W): give one cap per instant"
+            )
+        out.append((t, w))
+    out.sort()
+    if not out or out[0][0] > 0:
+        raise DataError("CapSchedule: the first step must start at t_s = 0")
+    return out
+
+
+def checked_cap(cap: Any, elapsed_s: float) -> float:
+    """A schedule's answer as watts: a finite positive number, else an error naming the
+    time and the value (a plain callable schedule is checked too)."""
+    ok = isinstance(cap, (int, float, np.number)) and not isinstance(cap, bool)
+    if not (ok and math.isfinite(cap) and cap > 0):
+        raise DataError(
+            f"the cap schedule returned {cap!r} at {elapsed_s:.0f} s: a cap must be positive watts"
+        )
+    return float(cap)
 
 
 class CapController:
@@ -326,7 +355,7 @@ def follow(
     start_s = float(getattr(controller, "board_s", 0.0))
     start_n = int(getattr(controller, "n_measured", 0))
     while done < goal:
-        new_cap = schedule(elapsed, n)
+        new_cap = checked_cap(schedule(elapsed, n), elapsed)
         if new_cap != cap:
             cap = new_cap
             before = getattr(controller, "n_measured", 0)

@@ -52,6 +52,9 @@ TOLERANCE = 0.01
 #: what a round of the loop measures (decide's ``acquisition``)
 ACQUISITIONS = ("improvement", "probability")
 _Z = 3.0  # sigmas beyond which a configuration is not considered a contender
+#: the most caps x candidates cells a decision holds in one table (8 bytes each): 80 MB,
+#: and a Python step per cap: 34 caps x 18,096 Orin AGX modes x 16 batch sizes fit
+MAX_CELLS = 10_000_000
 
 
 @dataclass
@@ -130,6 +133,11 @@ class Decision:
 # -------------------------------------------------------------------- the inputs --
 def check_caps(power_cap_w: float | Sequence[float]) -> np.ndarray:
     """One cap or several, as a sorted array of distinct positive watts."""
+    if isinstance(power_cap_w, (str, bytes)):
+        raise DataError(
+            f"power_cap_w must be watts or a list of watts, got the text {power_cap_w!r}: "
+            "pass a number (30) or numbers ([20, 30])"
+        )
     if isinstance(power_cap_w, (int, float, np.integer, np.floating)) and not isinstance(
         power_cap_w, bool
     ):
@@ -332,6 +340,47 @@ def _measure(
     return got.merge(configs[cols].round(3), on=cols, how="inner")
 
 
+def _integer(name: str, value: Any, minimum: int, what: str) -> int:
+    """An integer argument at least ``minimum``, else an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise DataError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def check_size(n_caps: int, n_candidates: int) -> None:
+    """Refuse a decision whose caps x candidates tables would not fit in memory, before
+    any of them is allocated, naming the size and the way round."""
+    if n_candidates == 0:
+        raise DataError("candidates: no configurations to choose among (the table is empty)")
+    cells = n_caps * n_candidates
+    if cells > MAX_CELLS:
+        raise DataError(
+            f"power_cap_w: {n_caps:,} caps x {n_candidates:,} candidates = {cells:,} cells "
+            f"(about {cells * 8 / 1e9:.1f} GB a table; at most {MAX_CELLS:,}): decide for "
+            "fewer caps (17-50 W in 1 W steps is 34) or fewer candidates"
+        )
+
+
+def check_measured(
+    rows: pd.DataFrame, inputs: Sequence[str], targets: Sequence[str], board: Any, given: bool
+) -> None:
+    """Every measurement a finite positive time and power, else an error naming the board
+    (or the given samples), the measurement and the configuration."""
+    for col in targets:
+        if col not in rows.columns:
+            raise DataError(f"{'samples' if given else type(board).__name__}: no '{col}' column")
+        v = pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
+        bad = np.flatnonzero(~(np.isfinite(v) & (v > 0)))
+        if bad.size:
+            i = int(bad[0])
+            where = "the given samples" if given else f"the board ({type(board).__name__})"
+            config = _shown({c: float(rows[c].iloc[i]) for c in inputs if c in rows})
+            raise DataError(
+                f"{where} returned {col}={v[i]} for {config}: a measurement "
+                "must be a finite positive number"
+            )
+
+
 def _describe_caps(caps: np.ndarray) -> str:
     if len(caps) == 1:
         return f"{caps[0]:g} W"
@@ -405,10 +454,11 @@ def decide(
     caps = check_caps(power_cap_w)
     if objective not in OBJECTIVES:
         raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise DataError(f"budget must be a positive number of configurations, got {budget!r}")
-    if isinstance(per_round, bool) or not isinstance(per_round, (int, np.integer)) or per_round < 1:
-        raise DataError(f"per_round must be a positive integer, got {per_round!r}")
+    _integer("budget", budget, 1, "a positive number of configurations")
+    _integer("per_round", per_round, 1, "a positive integer")
+    _integer("patience", patience, 0, "an integer >= 0 (rounds)")
+    _integer("draws", draws, 1, "a positive integer")
+    _integer("seed", seed, 0, "an integer >= 0")
     if not 0 < confidence < 1:
         raise DataError(f"confidence must be a probability in (0, 1), got {confidence!r}")
     if not 0 <= tolerance < 1:
@@ -439,6 +489,7 @@ def decide(
     if missing:
         raise DataError(f"candidates: missing column(s) {', '.join(missing)} the model reads")
     cands = cands.drop_duplicates(subset=list(inputs)).reset_index(drop=True)
+    check_size(len(caps), len(cands))
     factor = cost_factor(cands, r, time_col)
     keys = [tuple(np.round(row, 3)) for row in cands[list(inputs)].to_numpy(float)]
     position = {k: i for i, k in enumerate(keys)}
@@ -453,6 +504,7 @@ def decide(
     def record(rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
         nonlocal board_s
         rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
+        check_measured(rows, inputs, (time_col, "power_w"), board, given=rnd < 0)
         for _, row in rows.iterrows():
             k = tuple(np.round(row[list(inputs)].to_numpy(float), 3))
             j = position.get(k)
