@@ -308,11 +308,21 @@ HELD_OUT_DEVICE = "orin-nx-16gb.json"
 HELD_OUT_WORKLOAD = "transformer-char"
 
 
-def held_out(draws, budget=50, methods=("table", "contest"), samplers=SAMPLERS, partial=None):
+#: pt.decide's runs in section 7: name -> (method, protocol)
+HELD_OUT_RUNS = {
+    "table": ("table", "settled"),
+    "table-fixed": ("table", "fixed"),
+    "contest-fixed": ("contest", "fixed"),
+}
+
+
+def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial=None):
     """Section 7: the held-out device and workload on a live twin board (its measurement
-    noise, the profiler's 40-minibatch protocol), the cap table over the device's own
-    range in 0.5 W steps, one shared budget; ``pt.decide`` transfers the Orin AGX
-    ResNet-18 reference across devices, as a new user would. Scored on expected power."""
+    noise), the cap table over the device's own range in 0.5 W steps, one shared budget;
+    ``pt.decide`` transfers the Orin AGX ResNet-18 reference across devices, as a new user
+    would: the table method with the settled and the fixed 40-minibatch protocol, and the
+    earlier contest loop with the fixed one (today's decide); the Optuna peers measure
+    with the fixed protocol. Scored on expected power."""
     from powertrain.backends import TwinBackend
 
     spec = Path(pt.__file__).resolve().parent / "_examples" / HELD_OUT_DEVICE
@@ -334,7 +344,17 @@ def held_out(draws, budget=50, methods=("table", "contest"), samplers=SAMPLERS, 
             t0 = time.time()
             board = TwinBackend(pt.Twin(twin.device, HELD_OUT_WORKLOAD, seed=0))
             if name in methods:
-                dec = pt.decide(board, ref, caps, budget=budget, start=10, seed=d, method=name)
+                method, protocol = methods[name]
+                dec = pt.decide(
+                    board,
+                    ref,
+                    caps,
+                    budget=budget,
+                    start=10,
+                    seed=d,
+                    method=method,
+                    protocol=protocol,
+                )
                 m, extra = (
                     dec.measurements,
                     {

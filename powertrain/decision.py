@@ -52,6 +52,10 @@ STOP_REASONS = {
 #: draws with neighbours' errors shared and the cap table's expected loss; "contest",
 #: independent draws per configuration and per-cap improvement (the earlier loop)
 METHODS = ("table", "contest")
+#: how long each configuration is measured (decide's ``protocol``): until its mean time
+#: and power are known to SETTLE_TOL relative standard error, or ``n_minibatches``
+PROTOCOLS = ("settled", "fixed")
+SETTLE_TOL = 0.01
 #: the fewest measured configurations a transfer accepts (Predictor.transfer)
 MIN_TRANSFER = 5
 #: the stable stop's bound on a challenger's expected relative improvement. Tuned on the
@@ -353,16 +357,25 @@ def win_probabilities(
 
 # --------------------------------------------------------------------- the loop --
 def _measure(
-    board: Backend, configs: pd.DataFrame, out: str | None = None, n_minibatches: int = 40
+    board: Backend,
+    configs: pd.DataFrame,
+    out: str | None = None,
+    n_minibatches: int = 40,
+    protocol: str = "settled",
 ) -> pd.DataFrame:
     """Measure ``configs`` on the board: a replayed table answers from its records, any
-    other board runs the profiler on them (appending each to ``out`` as it finishes)."""
+    other board runs the profiler on them (appending each to ``out`` as it finishes),
+    for as long as time and power take to settle (``protocol="settled"``) or for
+    ``n_minibatches`` clean ones ("fixed", the paper's protocol)."""
     direct = getattr(board, "measure", None)
     if callable(direct):
         return direct(configs)
     from .profiling.sweep import profile
 
-    got = profile(board, configs, progress=False, out=out, n_minibatches=n_minibatches)
+    tol = SETTLE_TOL if protocol == "settled" else 0.0
+    got = profile(
+        board, configs, progress=False, out=out, n_minibatches=n_minibatches, settle_tol=tol
+    )
     if out is None:
         return got
     cols = list(board.config_columns)  # the file holds every run: keep this round's rows
@@ -445,6 +458,7 @@ def decide(
     out: str | None = None,
     n_minibatches: int = 40,
     method: str = "table",
+    protocol: str = "settled",
     correlation: float | None = None,
     cap_weights: Sequence[float] | None = None,
 ) -> Decision:
@@ -459,16 +473,24 @@ def decide(
     accuracy, so batch size is chosen jointly with the knobs.
 
     The loop: measure ``start`` stratified configurations (default a third of the budget,
-    5 to 10), transfer, then ``per_round`` at a time the unmeasured configurations most
-    likely to be the fastest under the caps, re-transferring after each round. It stops
-    when, for every cap, the chance that an unmeasured configuration beats the measured
-    pick is at most ``1 - confidence`` ("confident"); when the picks stood for
-    ``patience`` rounds *and* under every cap no unmeasured configuration's expected
-    relative improvement on the pick (:attr:`Contest.improvement`) exceeds ``tolerance``
-    ("stable"); or when the budget is
-    spent ("budget"). ``acquisition``: what a round measures, the configurations with
-    the largest expected improvement on the picks ("improvement", summed over caps) or
-    the largest chance of being the fastest ("probability").
+    5 to 10), transfer, then ``per_round`` at a time, re-transferring after each round.
+    With ``method="table"`` (default) the unmeasured configurations are drawn jointly
+    from an error field in which neighbours err together (:mod:`powertrain.decisions.
+    posterior`; ``correlation``: its length in standardised log-knob units, 0 for
+    independent draws), and a round measures what removes the most expected loss summed
+    over the caps (:mod:`powertrain.decisions.loss`; ``cap_weights``: how much each cap
+    counts, uniform by default; a cap without a pick where something may fit counts a
+    whole pick, so the low-power end is reached early). It stops "settled" when that
+    expected loss, weighted over the caps, is within ``tolerance`` and every cap where
+    something may fit has a pick, "confident" when every cap's pick is unbeaten with
+    chance ``confidence``, or at the budget; the loss is reported
+    (:attr:`Decision.expected_loss`, per cap in :meth:`Decision.table`).
+    ``method="contest"`` is the earlier loop: independent draws, per-cap expected
+    improvement, and the "stable" stop after ``patience`` rounds. ``acquisition``: the
+    expected gain ("improvement") or the chance of winning ("probability").
+    ``protocol``: each configuration is measured until its mean time and power are known
+    to 1 % ("settled", default) or for ``n_minibatches`` clean minibatches ("fixed", the
+    paper's protocol); a replayed table answers from its records either way.
 
     Each cap's pick is the fastest configuration *measured* under it, with its measured
     time and power. With ``accept_unmeasured`` (a probability), an unmeasured
@@ -495,6 +517,8 @@ def decide(
         raise DataError(f"confidence must be a probability in (0, 1), got {confidence!r}")
     if not 0 <= tolerance < 1:
         raise DataError(f"tolerance must be a fraction in [0, 1), got {tolerance!r}")
+    if protocol not in PROTOCOLS:
+        raise DataError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     if method not in METHODS:
         raise DataError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if correlation is not None:
@@ -555,7 +579,7 @@ def decide(
         configs = cands.iloc[idx].reset_index(drop=True)
         for i in range(len(configs)):
             say(f"round {rnd}: measuring {_shown(configs.iloc[i].to_dict())}: {why[i]}")
-        record(_measure(board, configs, out, n_minibatches), rnd, why)
+        record(_measure(board, configs, out, n_minibatches, protocol), rnd, why)
 
     if samples is not None:
         record(samples, -1, ["given"] * len(samples))
