@@ -469,7 +469,7 @@ class _Oracle:
         self.truth = truth
 
     def config_for(self, cap: float):
-        from powertrain.decision import CapPick
+        from powertrain.decisions.decide import CapPick
 
         row = pt.fastest_under(self.truth, cap)
         return CapPick(cap, {k: float(row[k]) for k in KEYS}, True, None, None, None, 1.0, "")

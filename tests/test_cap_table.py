@@ -4,7 +4,7 @@ round that spreads over the caps."""
 import numpy as np
 import pytest
 
-from powertrain.decision import _batch
+from powertrain.decisions.decide import _batch
 from powertrain.decisions.loss import table_loss
 from powertrain.decisions.posterior import Field, field_draws, knob_space
 

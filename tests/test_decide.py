@@ -8,7 +8,7 @@ import pytest
 import powertrain as pt
 from powertrain.backends import ReplayBackend
 from powertrain.corpora import load_corpus
-from powertrain.decision import win_probabilities
+from powertrain.decisions.decide import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
 pytestmark = pytest.mark.slow
@@ -114,7 +114,7 @@ def test_the_pick_is_measured_under_the_cap_with_its_measured_values(table, refe
     none = d.pick(3.0)  # below every configuration: no pick, and it says why
     assert none.config is None and "no measured configuration fits under 3 W" in none.reason
     with pytest.raises(pt.NoFeasibleModeError, match="3 W"):
-        from powertrain.decision import require_pick
+        from powertrain.decisions.decide import require_pick
 
         require_pick(d, 3.0)
 
@@ -167,7 +167,7 @@ def test_a_cap_table_settles_on_its_expected_loss_and_reports_it(table, referenc
             if (table.power_w <= p.power_cap_w).any():
                 assert p.measured and p.power_w <= p.power_cap_w
     assert "expected_loss" in loose.table().columns
-    from powertrain.decision import load_table
+    from powertrain.decisions.decide import load_table
 
     back = load_table(loose.save_table(tmp_path / "caps.csv"))
     assert back.power_cap_w.tolist() == caps.tolist()
@@ -449,7 +449,7 @@ def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path,
 def test_an_unmeasured_configuration_is_returned_only_when_accepted():
     """Hand-built state: a measured configuration under the cap, and an unmeasured one
     predicted 20 % faster at 25 +- 1 W under a 30 W cap (a 99.9 % chance of fitting)."""
-    from powertrain.decision import _pick
+    from powertrain.decisions.decide import _pick
 
     cands = pd.DataFrame({"power_limit_w": [100.0, 150.0], "batch_size": [32, 32]})
     state = dict(
@@ -476,7 +476,7 @@ def test_an_unmeasured_configuration_is_returned_only_when_accepted():
 
 
 def test_the_cost_is_time_or_energy_to_accuracy_with_an_r_vector():
-    from powertrain.decision import cost_factor
+    from powertrain.decisions.decide import cost_factor
 
     cfg = pd.DataFrame({"batch_size": [8, 16]})
     epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [5.0, 7.0]})

@@ -405,7 +405,7 @@ def _reference(args: argparse.Namespace, device) -> Any:
 def _active(backend, args: argparse.Namespace) -> int:
     """Measure where the decision is, print why each configuration is measured, write the
     measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
-    from ..decision import decide
+    from ..decisions.decide import decide
     from ..schema import read_csv
 
     if backend.device is None:

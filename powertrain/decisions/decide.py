@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .decisions.loss import Assessment, assess
-from .decisions.posterior import LENGTH, Field, knob_space
-from .errors import DataError, NoFeasibleModeError
-from .optimise import _number
+from ..errors import DataError, NoFeasibleModeError
+from ..optimise import _number
+from .loss import Assessment, assess
+from .posterior import LENGTH, Field, knob_space
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .backends import Backend
-    from .predictor import Predictor
+    from ..backends import Backend
+    from ..predictor import Predictor
 
 #: what a decision minimises among the configurations under a cap
 OBJECTIVES = ("time", "energy")
@@ -157,7 +157,7 @@ class Decision:
 
     def save_table(self, path: str | Path) -> Path:
         """Write :meth:`table` as CSV (atomically); :func:`load_table` reads it back."""
-        from .files import atomic_write
+        from ..files import atomic_write
 
         atomic_write(path, self.table().to_csv(index=False))
         return Path(path)
@@ -230,7 +230,7 @@ def cost_factor(configs: pd.DataFrame, r: Any, time_column: str) -> np.ndarray:
         per = r.set_index(r["batch_size"].astype(int))["epochs"].astype(float)
         factor = b.map(per)
     else:
-        from .batch_efficiency import load_r
+        from ..batch_efficiency import load_r
 
         rv = load_r(r)
         n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]
@@ -370,7 +370,7 @@ def _measure(
     direct = getattr(board, "measure", None)
     if callable(direct):
         return direct(configs)
-    from .profiling.sweep import profile
+    from ..profiling.sweep import profile
 
     tol = SETTLE_TOL if protocol == "settled" else 0.0
     got = profile(
@@ -502,7 +502,7 @@ def decide(
     ``out``: a CSV the profiler appends each measurement to as it finishes (a board
     other than a replayed one; pass its rows back as ``samples`` to resume).
     """
-    from .backends import as_backend  # the backends import the profiler, which imports this
+    from ..backends import as_backend  # the backends import the profiler, which imports this
 
     board = as_backend(board)
     caps = check_caps(power_cap_w)
@@ -869,7 +869,7 @@ def _plain(v: Any) -> Any:
 def load_table(path: str | Path) -> pd.DataFrame:
     """A cap table written by :meth:`Decision.save_table`, checked: one row per distinct
     positive cap, with the columns every pick carries."""
-    from .schema import check_columns, read_csv
+    from ..schema import check_columns, read_csv
 
     df = read_csv(path, "cap table")
     missing = [c for c in ("measured", "reason") if c not in df.columns]

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, NoFeasibleModeError
-from .schema import check_columns, read_csv
+from ..errors import DataError, NoFeasibleModeError
+from ..schema import check_columns, read_csv
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .decision import CapPick, Decision
+    from .decide import CapPick, Decision
 
 
 class CapSchedule:
@@ -117,7 +117,7 @@ class CapController:
 
     ``estimates``: one row per candidate configuration with its ``config_columns``, the
     ``cost`` minimised, ``power_w``, ``power_w_std`` and ``measured`` (what
-    :class:`~powertrain.decision.Decision` carries). The fastest measured configuration
+    :class:`~powertrain.decisions.decide.Decision` carries). The fastest measured configuration
     under the cap wins; without one, the fastest unmeasured one whose predicted power +
     ``k_sigma`` x spread fits (marked unmeasured).
     """
@@ -153,7 +153,7 @@ class CapController:
         self.reference = reference
         self.measurements = measurements
         self.budget = int(budget)
-        from .decision import TOLERANCE
+        from .decide import TOLERANCE
 
         self.tolerance = TOLERANCE if tolerance is None else float(tolerance)
         self.decide_options = dict(decide_options or {})
@@ -178,7 +178,7 @@ class CapController:
     ) -> CapController:
         """The controller for what ``decision`` learned. With ``board``, ``reference`` and a
         ``budget`` (configurations per re-decision), an unsure cap is re-decided on the
-        board (``decide_options``: passed to :func:`~powertrain.decision.decide`, e.g.
+        board (``decide_options``: passed to :func:`~powertrain.decisions.decide.decide`, e.g.
         ``r``, ``objective``, ``transfer_options``)."""
         if decision.estimates is None:
             raise DataError("this decision carries no estimates to control from")
@@ -199,7 +199,7 @@ class CapController:
         nothing measured fits, or an unmeasured configuration's expected relative
         improvement on the measured pick exceeds the tolerance (the cached spreads; cost
         taken as log-normal with the time's relative spread)."""
-        from .decision import contest
+        from .decide import contest
 
         e = self.estimates
         measured = e["measured"].to_numpy(float) > 0
@@ -223,7 +223,7 @@ class CapController:
         """Measure up to ``budget`` configurations for ``power_cap_w`` on the board, starting
         from every measurement so far, and answer from the new estimates from then on.
         Returns how many configurations it measured."""
-        from .decision import decide
+        from .decide import decide
 
         options = {"tolerance": self.tolerance, **self.decide_options}
         d = decide(
@@ -257,7 +257,7 @@ class CapController:
         """The configuration to run under ``power_cap_w`` (config None: nothing fits);
         re-decided on the board first when the controller has a budget and the cached
         answer is unsure (once per cap)."""
-        from .decision import CapPick
+        from .decide import CapPick
 
         done = any(math.isclose(c, power_cap_w) for c, _ in self.redecided)
         if self.budget and not done and self.unsure(power_cap_w):
@@ -335,7 +335,7 @@ def follow(
     cap, config)`` is told of every switch. A cap under which nothing fits raises
     :class:`NoFeasibleModeError` naming the time and cap.
     """
-    from .backends import as_backend
+    from ..backends import as_backend
 
     board = as_backend(board)
     if (minibatches is None) == (samples is None):
