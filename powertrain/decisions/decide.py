@@ -31,13 +31,17 @@ from ..errors import DataError, NoFeasibleModeError
 from ..optimise import _number
 from .loss import Assessment, assess
 from .posterior import LENGTH, Field, knob_space
+from .study import (
+    SETTLE_TOL,
+    TOLERANCE,
+    Settings,
+    Study,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends import Backend
     from ..predictor import Predictor
 
-#: what a decision minimises among the configurations under a cap
-OBJECTIVES = ("time", "energy")
 #: the stopping reasons a Decision may carry
 STOP_REASONS = {
     "confident": "every cap's measured pick is the fastest feasible with the asked confidence",
@@ -48,22 +52,6 @@ STOP_REASONS = {
     "settled": "the expected loss over the caps (how much slower the picks may be than "
     "the fastest that fits, weighted over the caps) is within the tolerance",
 }
-#: how a decision models what it has not measured (decide's ``method``): "table", joint
-#: draws with neighbours' errors shared and the cap table's expected loss; "contest",
-#: independent draws per configuration and per-cap improvement (the earlier loop)
-METHODS = ("table", "contest")
-#: how long each configuration is measured (decide's ``protocol``): until its mean time
-#: and power are known to SETTLE_TOL relative standard error, or ``n_minibatches``
-PROTOCOLS = ("settled", "fixed")
-SETTLE_TOL = 0.01
-#: the fewest measured configurations a transfer accepts (Predictor.transfer)
-MIN_TRANSFER = 5
-#: the stable stop's bound on a challenger's expected relative improvement. Tuned on the
-#: tuning corpora only (Orin AGX MobileNetV3 and ResNet-18, 23 decisions at 17-45 W): up
-#: to 1 % it stops with the picks of running the whole budget of 50; 2 % lost a pick
-TOLERANCE = 0.01
-#: what a round of the loop measures (decide's ``acquisition``)
-ACQUISITIONS = ("improvement", "probability")
 _Z = 3.0  # sigmas beyond which a configuration is not considered a contender
 #: the most caps x candidates cells a decision holds in one table (8 bytes each): 80 MB,
 #: and a Python step per cap: 34 caps x 18,096 Orin AGX modes x 16 batch sizes fit
@@ -382,13 +370,6 @@ def _measure(
     return got.merge(configs[cols].round(3), on=cols, how="inner")
 
 
-def _integer(name: str, value: Any, minimum: int, what: str) -> int:
-    """An integer argument at least ``minimum``, else an error naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise DataError(f"{name} must be {what}, got {value!r}")
-    return int(value)
-
-
 def check_size(n_caps: int, n_candidates: int) -> None:
     """Refuse a decision whose caps x candidates tables would not fit in memory, before
     any of them is allocated, naming the size and the way round."""
@@ -506,41 +487,70 @@ def decide(
 
     board = as_backend(board)
     caps = check_caps(power_cap_w)
-    if objective not in OBJECTIVES:
-        raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    _integer("budget", budget, 1, "a positive number of configurations")
-    _integer("per_round", per_round, 1, "a positive integer")
-    _integer("patience", patience, 0, "an integer >= 0 (rounds)")
-    _integer("draws", draws, 1, "a positive integer")
-    _integer("seed", seed, 0, "an integer >= 0")
-    if not 0 < confidence < 1:
-        raise DataError(f"confidence must be a probability in (0, 1), got {confidence!r}")
-    if not 0 <= tolerance < 1:
-        raise DataError(f"tolerance must be a fraction in [0, 1), got {tolerance!r}")
-    if protocol not in PROTOCOLS:
-        raise DataError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    if method not in METHODS:
-        raise DataError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if correlation is not None:
-        _number("correlation", correlation)
-    if acquisition not in ACQUISITIONS:
-        raise DataError(
-            f"acquisition must be one of {', '.join(ACQUISITIONS)}, got {acquisition!r}"
-        )
-    if accept_unmeasured is not None and not 0 < accept_unmeasured < 1:
-        raise DataError(
-            f"accept_unmeasured must be a probability in (0, 1), got {accept_unmeasured!r}"
-        )
-    if start is None:
-        start = min(10, max(5, budget // 3))
     given = 0 if samples is None else len(samples)
-    if start + given < MIN_TRANSFER:
-        raise DataError(
-            f"start={start}: a transfer needs at least {MIN_TRANSFER} measured configurations"
+    s = Settings(
+        budget=budget, start=start, per_round=per_round, confidence=confidence,
+        patience=patience, tolerance=tolerance, method=method, correlation=correlation,
+        acquisition=acquisition, draws=draws, seed=seed, protocol=protocol,
+        n_minibatches=n_minibatches, objective=objective,
+        accept_unmeasured=accept_unmeasured, cap_weights=cap_weights,
+    ).checked(given)  # fmt: skip
+    study = _open(board, reference, caps, candidates, batch_size, s, progress, out)
+    factor = cost_factor(study.cands, r, study.time_col)
+    rng = np.random.default_rng(s.seed)
+    if samples is not None:
+        study.record(samples, -1, ["given"] * len(samples))
+    _start(study, board, s, rng, given)
+    shape = _Shape(caps, factor, _cap_weights(caps, s.cap_weights),
+                   knob_space(study.cands[list(study.inputs)].to_numpy(float)))  # fmt: skip
+    history: list[tuple] = []
+    while True:
+        model, est = _transfer(study, reference, s, transfer_options)
+        step = (_step_table if s.method == "table" else _step_contest)(
+            study, est, shape, s, rng, history
         )
-    start = min(int(start), int(budget))
-    inputs = tuple(reference.inputs_)
-    targets = tuple(reference.targets_)
+        if step.stop is not None:
+            break
+        study.rounds += 1
+        study.run(step.take, study.rounds, step.why)
+    return _finish(study, step, shape, s, model, est)
+
+
+@dataclass
+class _Shape:
+    """What stays fixed over the loop: the caps, each candidate's cost factor, the caps'
+    weights and the candidates' standardised knobs."""
+
+    caps: np.ndarray
+    factor: np.ndarray
+    weights: np.ndarray
+    knobs: np.ndarray
+
+
+@dataclass
+class _Step:
+    """One assessment: current values, per-cap picks and how sure they are, why the loop
+    stops (None: go on) or what it measures next and why."""
+
+    mu_t: np.ndarray
+    mu_p: np.ndarray
+    sd_p: np.ndarray
+    incumbent: np.ndarray
+    beaten: np.ndarray
+    loss_per_cap: np.ndarray | None
+    expected_loss: float
+    stop: str | None
+    take: np.ndarray
+    why: list[str]
+
+
+def _open(
+    board: Backend, reference: Predictor, caps: np.ndarray, candidates: pd.DataFrame | None,
+    batch_size: Any, s: Settings, progress: Callable[[str], None] | None, out: str | None,
+) -> Study:  # fmt: skip
+    """The study: the candidates the reference can read, checked for size, and how the
+    board is measured."""
+    inputs, targets = tuple(reference.inputs_), tuple(reference.targets_)
     if "power_w" not in targets:
         raise DataError(f"the reference predicts {', '.join(targets)}; a decision needs power_w")
     time_col = next(t for t in targets if t != "power_w")
@@ -550,143 +560,120 @@ def decide(
         raise DataError(f"candidates: missing column(s) {', '.join(missing)} the model reads")
     cands = cands.drop_duplicates(subset=list(inputs)).reset_index(drop=True)
     check_size(len(caps), len(cands))
-    factor = cost_factor(cands, r, time_col)
-    keys = [tuple(np.round(row, 3)) for row in cands[list(inputs)].to_numpy(float)]
-    position = {k: i for i, k in enumerate(keys)}
-    rng = np.random.default_rng(seed)
-    say = progress or (lambda line: None)
-    log: list[pd.DataFrame] = []
-    measured = np.zeros(len(cands), dtype=bool)
-    m_time = np.full(len(cands), np.nan)
-    m_power = np.full(len(cands), np.nan)
-    board_s = 0.0
+    return Study(
+        cands, inputs, time_col,
+        measure=lambda c: _measure(board, c, out, s.n_minibatches, s.protocol),
+        check=lambda rows, given: check_measured(rows, inputs, (time_col, "power_w"), board, given),
+        say=progress or (lambda line: None),
+    )  # fmt: skip
 
-    def record(rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
-        nonlocal board_s
-        rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
-        check_measured(rows, inputs, (time_col, "power_w"), board, given=rnd < 0)
-        for _, row in rows.iterrows():
-            k = tuple(np.round(row[list(inputs)].to_numpy(float), 3))
-            j = position.get(k)
-            if j is not None:
-                measured[j] = True
-                m_time[j], m_power[j] = float(row[time_col]), float(row["power_w"])
-        if rnd >= 0 and "profile_s" in rows.columns:
-            board_s += float(rows["profile_s"].sum())
-        log.append(rows)
 
-    def run(idx: np.ndarray, rnd: int, why: list[str]) -> None:
-        configs = cands.iloc[idx].reset_index(drop=True)
-        for i in range(len(configs)):
-            say(f"round {rnd}: measuring {_shown(configs.iloc[i].to_dict())}: {why[i]}")
-        record(_measure(board, configs, out, n_minibatches, protocol), rnd, why)
-
-    if samples is not None:
-        record(samples, -1, ["given"] * len(samples))
-    n_new = 0
-    first = _stratified(cands[~measured], _strata(board, cands), max(0, start - given), rng)
-    first = np.flatnonzero(~measured)[first] if len(first) else first
+def _start(study: Study, board: Backend, s: Settings, rng: np.random.Generator, given: int) -> None:
+    """Measure the stratified start, less the ``given`` earlier measurements."""
+    free = np.flatnonzero(~study.measured)
+    assert s.start is not None
+    first = _stratified(study.cands.iloc[free], _strata(board, study.cands),
+                        max(0, s.start - given), rng)  # fmt: skip
     if len(first):
-        run(first, 0, ["stratified start"] * len(first))
-    n_new += len(first)
-    transfer_options = dict(transfer_options or {})
-    history: list[tuple] = []
-    stop: str | None = "budget"
-    xk = knob_space(cands[list(inputs)].to_numpy(float))
-    field = Field(length=LENGTH if correlation is None else float(correlation))
-    weights = _cap_weights(caps, cap_weights)
-    rounds = 0
-    model = est = None
-    while True:
-        done = pd.concat(log, ignore_index=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures there
-            model = reference.transfer(
-                done[[*inputs, *targets]], random_state=seed, **transfer_options
-            )
-            est = model.predict(cands[list(inputs)], return_std=True)
-        if method == "table":
-            now = assess(
-                _predicted(est, time_col), measured, (m_time, m_power), xk, caps, factor,
-                objective == "energy", draws, rng, field,
-            )  # fmt: skip
-            mu_t, mu_p, sd_p = now.mu_t, now.mu_p, now.sd_p
-            incumbent, beaten = now.incumbent, now.loss.beaten
-            expected_loss = now.loss.total(weights)
-            stop = _table_stop(now, confidence, tolerance, weights, n_new >= budget)
-            if stop:
-                break
-            gain = now.loss.credit if acquisition == "improvement" else now.loss.wins
-            take = now.rivals[_batch(gain, weights, min(per_round, budget - n_new))]
-            why = [_why_table(now, j, caps, weights, est.iloc[j], time_col) for j in take]
-        else:
-            mu_t = np.where(measured, m_time, est[time_col].to_numpy(float))
-            mu_p = np.where(measured, m_power, est["power_w"].to_numpy(float))
-            sd_t = est[f"{time_col}_std"].to_numpy(float)
-            sd_p = est["power_w_std"].to_numpy(float)
-            old = contest(mu_t, sd_t, mu_p, sd_p, measured, caps, factor, objective, draws, rng)
-            probs, incumbent, beaten = old.probs, old.incumbent, old.beaten
-            expected_loss = float("nan")
-            history.append(tuple(incumbent))
-            if np.all((incumbent >= 0) & (beaten <= 1 - confidence)):
-                stop = "confident"
-                break
-            if is_stable(history, old.improvement.max(axis=1), patience, tolerance):
-                stop = "stable"
-                break
-            if n_new >= budget:
-                stop = "budget"
-                break
-            gain = old.improvement if acquisition == "improvement" else probs
-            score = np.where(measured, 0.0, gain.sum(axis=0))
-            order = np.argsort(-score, kind="stable")
-            take = order[: min(per_round, budget - n_new)]
-            take = take[score[take] > 0]
-            why = [_why(probs[:, j], caps, est.iloc[j], time_col) for j in take]
-        if take.size == 0:
-            stop = "exhausted"
-            break
-        rounds += 1
-        run(take, rounds, why)
-        n_new += take.size
-    cost = mu_t * factor * (mu_p if objective == "energy" else 1.0)
-    est = est.assign(**{time_col: mu_t, "power_w": mu_p, "measured": measured, "cost": cost})
-    picks = [
-        _pick(
-            cap,
-            cands,
-            inputs,
-            measured,
-            mu_t,
-            mu_p,
-            sd_p,
-            cost,
-            incumbent[c],
-            beaten[c],
-            accept_unmeasured,
+        study.run(free[first], 0, ["stratified start"] * len(first))
+
+
+def _transfer(
+    study: Study, reference: Predictor, s: Settings, options: dict | None
+) -> tuple[Any, pd.DataFrame]:
+    """Transfer the reference to everything measured; predict every candidate."""
+    targets = tuple(reference.targets_)
+    done = study.history()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures there
+        model = reference.transfer(
+            done[[*study.inputs, *targets]], random_state=s.seed, **dict(options or {})
         )
-        for c, cap in enumerate(caps)
-    ]
-    assert stop is not None
-    if method == "table":
+        est = model.predict(study.cands[list(study.inputs)], return_std=True)
+    return model, est
+
+
+def _step_table(
+    study: Study, est: pd.DataFrame, shape: _Shape, s: Settings, rng: np.random.Generator,
+    history: list,
+) -> _Step:  # fmt: skip
+    """The cap table's expected loss; stop, or the rivals that remove most of it."""
+    now = assess(
+        _predicted(est, study.time_col), study.measured, (study.m_time, study.m_power),
+        shape.knobs, shape.caps, shape.factor, s.objective == "energy", s.draws, rng,
+        Field(length=LENGTH if s.correlation is None else float(s.correlation)),
+    )  # fmt: skip
+    left = s.budget - study.n_new
+    stop = _table_stop(now, s.confidence, s.tolerance, shape.weights, left <= 0)
+    take, why = np.zeros(0, dtype=int), []
+    if stop is None:
+        gain = now.loss.credit if s.acquisition == "improvement" else now.loss.wins
+        take = now.rivals[_batch(gain, shape.weights, min(s.per_round, left))]
+        why = [_why_table(now, j, shape.caps, shape.weights, est.iloc[j], study.time_col)
+               for j in take]  # fmt: skip
+        stop = None if take.size else "exhausted"
+    return _Step(now.mu_t, now.mu_p, now.sd_p, now.incumbent, now.loss.beaten,
+                 now.loss.per_cap, now.loss.total(shape.weights), stop, take, why)  # fmt: skip
+
+
+def _step_contest(
+    study: Study, est: pd.DataFrame, shape: _Shape, s: Settings, rng: np.random.Generator,
+    history: list,
+) -> _Step:  # fmt: skip
+    """The earlier loop: independent draws, per-cap improvement, the stable stop."""
+    tc, m = study.time_col, study.measured
+    mu_t = np.where(m, study.m_time, est[tc].to_numpy(float))
+    mu_p = np.where(m, study.m_power, est["power_w"].to_numpy(float))
+    sd_p = est["power_w_std"].to_numpy(float)
+    old = contest(mu_t, est[f"{tc}_std"].to_numpy(float), mu_p, sd_p, m, shape.caps,
+                  shape.factor, s.objective, s.draws, rng)  # fmt: skip
+    history.append(tuple(old.incumbent))
+    stop: str | None = None
+    take = np.zeros(0, dtype=int)
+    if np.all((old.incumbent >= 0) & (old.beaten <= 1 - s.confidence)):
+        stop = "confident"
+    elif is_stable(history, old.improvement.max(axis=1), s.patience, s.tolerance):
+        stop = "stable"
+    elif study.n_new >= s.budget:
+        stop = "budget"
+    else:
+        gain = old.improvement if s.acquisition == "improvement" else old.probs
+        score = np.where(m, 0.0, gain.sum(axis=0))
+        take = np.argsort(-score, kind="stable")[: min(s.per_round, s.budget - study.n_new)]
+        take = take[score[take] > 0]
+        stop = None if take.size else "exhausted"
+    why = [_why(old.probs[:, j], shape.caps, est.iloc[j], tc) for j in take]
+    return _Step(mu_t, mu_p, sd_p, old.incumbent, old.beaten, None, float("nan"), stop,
+                 take, why)  # fmt: skip
+
+
+def _finish(
+    study: Study, step: _Step, shape: _Shape, s: Settings, model: Any, est: pd.DataFrame
+) -> Decision:
+    """The picks, the estimates at measured values, and the decision that says why it
+    stopped, how sure it is and what it cost."""
+    cost = step.mu_t * shape.factor * (step.mu_p if s.objective == "energy" else 1.0)
+    est = est.assign(**{study.time_col: step.mu_t, "power_w": step.mu_p,
+                        "measured": study.measured, "cost": cost})  # fmt: skip
+    picks = [
+        _pick(cap, study.cands, study.inputs, study.measured, step.mu_t, step.mu_p,
+              step.sd_p, cost, step.incumbent[c], step.beaten[c], s.accept_unmeasured)
+        for c, cap in enumerate(shape.caps)
+    ]  # fmt: skip
+    if step.loss_per_cap is not None:
         for c, p in enumerate(picks):
-            p.expected_loss = float(now.loss.per_cap[c])
-    say(
-        f"stopped after {n_new} measured configurations: {STOP_REASONS[stop]} (expected "
-        f"loss over the caps {100 * expected_loss:.2f} %, {board_s / 60:.1f} board minutes)"
+            p.expected_loss = float(step.loss_per_cap[c])
+    assert step.stop is not None
+    study.say(
+        f"stopped after {study.n_new} measured configurations: {STOP_REASONS[step.stop]} "
+        f"(expected loss over the caps {100 * step.expected_loss:.2f} %, "
+        f"{study.board_s / 60:.1f} board minutes)"
     )
     return Decision(
-        picks=picks,
-        measurements=pd.concat(log, ignore_index=True),
-        board_s=board_s,
-        stop_reason=stop,
-        rounds=rounds,
-        time_column=time_col,
-        model=model,
-        estimates=est,
-        expected_loss=expected_loss,
-        method=method,
-    )
+        picks=picks, measurements=study.history(), board_s=study.board_s,
+        stop_reason=step.stop, rounds=study.rounds, time_column=study.time_col, model=model,
+        estimates=est, expected_loss=step.expected_loss, method=s.method,
+    )  # fmt: skip
 
 
 def is_stable(
