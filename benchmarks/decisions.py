@@ -55,6 +55,7 @@ from powertrain.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import optimisation  # noqa: E402  (a sibling benchmark: its baselines and scoring)
+from decision_peers import SAMPLERS, grid_values, peer_run  # noqa: E402
 
 WORKLOADS = ("mobilenetv3", "resnet18", "yolov8n", "bert-base", "lstm")
 TUNING = {"mobilenetv3": "tuning", "resnet18": "tuning"}
@@ -63,7 +64,7 @@ BUDGETS = (10, 13, 16, 19, 22, 25, 31, 40, 50)
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
-SECTIONS = ("per-cap", "shared", "baselines", "real", "schedule")
+SECTIONS = ("per-cap", "shared", "baselines", "real", "schedule", "peers", "held-out")
 TRUTH = (
     "penalty: true time (Twin.expected) of the pick over the fastest configuration whose "
     "power as the\nreplayed board records it fits the cap (what a measured decision can "
@@ -141,7 +142,7 @@ def prefix_scores(
     return rows
 
 
-def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFrame:
+def twin_per_cap(workloads, caps, draws, budget=50, partial=None, method="table") -> pd.DataFrame:
     """Section 1: one ``pt.decide`` per (workload, cap, draw); ``partial(rows)`` is
     called after each decision (a long run keeps what it finished)."""
     rows: list[dict] = []
@@ -153,7 +154,9 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFram
             for cap in caps:
                 board = ReplayBackend(corpus)
                 t0 = time.time()
-                dec = pt.decide(board, ref, float(cap), budget=budget, start=10, seed=d)
+                dec = pt.decide(
+                    board, ref, float(cap), budget=budget, start=10, seed=d, method=method
+                )
                 for r in prefix_scores(dec.measurements, truth, np.array([cap]), board=corpus):
                     rows.append(
                         {
@@ -163,6 +166,7 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFram
                             "stop": dec.stop_reason,
                             "stopped_at": dec.n_measured,
                             "board_h": dec.board_s / 3600,
+                            "method": method,
                         }
                     )
                 if partial is not None:
@@ -176,7 +180,7 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None) -> pd.DataFram
 
 
 def twin_shared(
-    workloads, caps, draws, budget=50, also=SCHEDULE_CAPS, partial=None
+    workloads, caps, draws, budget=50, also=SCHEDULE_CAPS, partial=None, method="table"
 ) -> tuple[pd.DataFrame, dict]:
     """Section 2: one ``pt.decide`` for the whole sweep per (workload, draw); also
     returns each workload's first decision (the schedule section follows it). The
@@ -189,10 +193,23 @@ def twin_shared(
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
         for d in _draw_ids(draws):
             t0 = time.time()
-            dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, start=10, seed=d)
+            dec = pt.decide(
+                ReplayBackend(corpus), ref, every, budget=budget, start=10, seed=d, method=method
+            )
             first.setdefault(wl, dec)
             for r in prefix_scores(dec.measurements, truth, caps, board=corpus):
-                rows.append({**r, "workload": wl, "draw": d, "stop": dec.stop_reason})
+                rows.append(
+                    {
+                        **r,
+                        "workload": wl,
+                        "draw": d,
+                        "stop": dec.stop_reason,
+                        "stopped_at": dec.n_measured,
+                        "board_min": dec.board_minutes,
+                        "expected_loss_pct": 100 * dec.expected_loss,
+                        "method": method,
+                    }
+                )
             if partial is not None:
                 partial(rows)
             print(
@@ -240,9 +257,141 @@ def saved_baselines(path: str, caps: np.ndarray) -> dict:
             if v is None:
                 continue
             at = [v["per_cap_penalty"][where[float(c)]] for c in caps]
-            out[wl][name] = {**{k: v[k] for k in ("penalty_median", "penalty_q3", "al1_pct")},
-                             "at_caps_median": float(np.median(at))}  # fmt: skip
+            out[wl][name] = {
+                **{k: v[k] for k in ("penalty_median", "penalty_q3", "al1_pct")},
+                "at_caps_median": float(np.median(at)),
+            }
     return {"from": path, "draws": saved.get("draws"), "n_caps": len(saved["caps"]), **out}
+
+
+# -------------------------------------------------------------------------- peers --
+def peers(workloads, caps, shared_caps, draws, samplers=SAMPLERS, budget=50, partial=None):
+    """Section 6: Optuna's constrained TPE and GP samplers on the same replayed boards,
+    per cap (``caps``) and over the shared sweep (``shared_caps``), scored as sections
+    1 and 2 (benchmarks/decision_peers.py)."""
+    knobs = KEYS[:-1]
+    rows: list[dict] = []
+    for wl in workloads:
+        truth = _truth(wl)
+        corpus = load_corpus(f"orin-agx_{wl}_bs16")
+        values = grid_values(corpus, knobs)
+        for d in _draw_ids(draws):
+            for name in samplers:
+                t0 = time.time()
+                for cap in [*caps, None]:
+                    board = ReplayBackend(corpus)
+                    m = peer_run(
+                        board.measure, knobs, values, name, d, budget, cap, {"batch_size": 16}
+                    )
+                    scored = np.array([cap]) if cap is not None else shared_caps
+                    for r in prefix_scores(m, truth, scored, board=corpus):
+                        rows.append(
+                            {
+                                **r,
+                                "workload": wl,
+                                "draw": d,
+                                "strategy": name,
+                                "mode": "per-cap" if cap is not None else "shared",
+                                "board_min": board.now() / 60,
+                            }
+                        )
+                if partial is not None:
+                    partial(rows)
+                print(f"  peers {wl} {name} draw {d}: {time.time() - t0:.0f} s", flush=True)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------ held-out device --
+#: kept out of every tuning decision: a Jetson outside the catalog and a workload no
+#: default was chosen on (the five above never include it)
+HELD_OUT_DEVICE = "orin-nx-16gb.json"
+HELD_OUT_WORKLOAD = "transformer-char"
+
+
+#: pt.decide's runs in section 7: name -> (method, protocol)
+HELD_OUT_RUNS = {
+    "table": ("table", "settled"),
+    "table-fixed": ("table", "fixed"),
+    "contest-fixed": ("contest", "fixed"),
+}
+
+
+def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial=None):
+    """Section 7: the held-out device and workload on a live twin board (its measurement
+    noise), the cap table over the device's own range in 0.5 W steps, one shared budget;
+    ``pt.decide`` transfers the Orin AGX ResNet-18 reference across devices, as a new user
+    would: the table method with the settled and the fixed 40-minibatch protocol, and the
+    earlier contest loop with the fixed one (today's decide); the Optuna peers measure
+    with the fixed protocol. Scored on expected power."""
+    from powertrain.backends import TwinBackend
+
+    spec = Path(pt.__file__).resolve().parent / "_examples" / HELD_OUT_DEVICE
+    twin = pt.Twin(pt.get_device(str(spec)), HELD_OUT_WORKLOAD, seed=0)
+    bs = int(twin.workload.default_batch_size)
+    grid = twin.device.profiling_grid()
+    truth = twin.expected(grid, bs)
+    lo, hi = np.ceil(truth.power_w.min() * 2) / 2 + 0.5, np.floor(truth.power_w.max() * 2) / 2
+    caps = np.arange(lo, hi + 1e-9, 0.5)
+    ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    knobs = KEYS[:-1]
+    rows: list[dict] = []
+
+    def measure(configs: pd.DataFrame) -> pd.DataFrame:
+        return pt.profile(board, configs, progress=False)
+
+    for d in _draw_ids(draws):
+        for name in [*methods, *samplers]:
+            t0 = time.time()
+            board = TwinBackend(pt.Twin(twin.device, HELD_OUT_WORKLOAD, seed=0))
+            if name in methods:
+                method, protocol = methods[name]
+                dec = pt.decide(
+                    board,
+                    ref,
+                    caps,
+                    budget=budget,
+                    start=10,
+                    seed=d,
+                    method=method,
+                    protocol=protocol,
+                )
+                m, extra = (
+                    dec.measurements,
+                    {
+                        "stop": dec.stop_reason,
+                        "stopped_at": dec.n_measured,
+                        "expected_loss_pct": 100 * dec.expected_loss,
+                    },
+                )
+                board_min = dec.board_minutes
+            else:
+                m = peer_run(
+                    measure,
+                    knobs,
+                    grid_values(grid, knobs),
+                    name,
+                    d,
+                    budget,
+                    None,
+                    {"batch_size": bs},
+                )
+                extra, board_min = {}, float(m.profile_s.sum() / 60)
+            for r in prefix_scores(m, truth, caps, budgets=(10, 25, 50)):
+                rows.append(
+                    {
+                        **r,
+                        **extra,
+                        "strategy": name,
+                        "draw": d,
+                        "board_min": board_min,
+                        "workload": HELD_OUT_WORKLOAD,
+                        "device": twin.device.name,
+                    }
+                )
+            if partial is not None:
+                partial(rows)
+            print(f"  held-out {name} draw {d}: {time.time() - t0:.0f} s", flush=True)
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------- real data --
@@ -320,7 +469,7 @@ class _Oracle:
         self.truth = truth
 
     def config_for(self, cap: float):
-        from powertrain.decision import CapPick
+        from powertrain.decisions.decide import CapPick
 
         row = pt.fastest_under(self.truth, cap)
         return CapPick(cap, {k: float(row[k]) for k in KEYS}, True, None, None, None, 1.0, "")
@@ -602,8 +751,69 @@ def report(out: dict) -> None:
                         2.0,
                     )
                 )
+    lines += report_table(out)
     print("\nTargets")
     print("\n".join(lines))
+
+
+def _budget_table(df: pd.DataFrame, by: list[str], budgets=(10, 15, 25, 50)) -> pd.DataFrame:
+    """Median penalty (and Q3) per group and budget, one column per budget."""
+    df = df[df.budget.isin(budgets)]
+    med = df.groupby([*by, "budget"]).penalty_pct.median().unstack("budget")
+    q3 = df.groupby([*by, "budget"]).penalty_pct.quantile(0.75).unstack("budget")
+    return med.round(2).astype(str) + " / " + q3.round(2).astype(str)
+
+
+def report_table(out: dict) -> list[str]:
+    """Sections 6 and 7 (and the shared section's stop and board minutes): one table per
+    setting, pt.decide beside both Optuna samplers at every budget; the targets."""
+    lines: list[str] = []
+    if "shared" in out:
+        sh = pd.DataFrame(out["shared"])
+        if "board_min" in sh:
+            one = sh.drop_duplicates(["workload", "draw"])
+            print(
+                f"\nshared decisions ({one.method.iloc[0] if 'method' in one else 'table'}): "
+                f"stopped at median {one.stopped_at.median():.0f} measured, "
+                f"{one.board_min.median():.1f} board minutes, stop reasons "
+                + ", ".join(f"{k} {v}" for k, v in one.groupby("stop").size().items())
+            )
+            s = _summ(sh[sh.budget == 50])
+            lines.append(
+                check(
+                    "shared budget 50 (Orin AGX 17-50 W) median penalty %", s["penalty_median"], 1.0
+                )
+            )
+            lines.append(check("shared budget 50 (Orin AGX) Q3 penalty %", s["penalty_q3"], 3.0))
+            lines.append(
+                check("shared budget 50 (Orin AGX) caps without a pick %", s["no_pick_pct"], 0.0)
+            )
+    if "peers" in out and len(out["peers"]):
+        pe = pd.DataFrame(out["peers"])
+        print("\n6. Optuna peers on the replayed boards (median / Q3 penalty %, by budget)")
+        for mode, g in pe.groupby("mode"):
+            print(f"{mode}:")
+            print(_budget_table(g, ["workload", "strategy"]).to_string())
+    if "held_out" in out and len(out["held_out"]):
+        ho = pd.DataFrame(out["held_out"])
+        print(
+            f"\n7. Held out: {ho.device.iloc[0]} / {ho.workload.iloc[0]} on a live twin, "
+            f"{ho.cap_w.nunique()} caps {ho.cap_w.min():g}-{ho.cap_w.max():g} W, one shared "
+            "budget (median / Q3 penalty % by budget; vs the optimum by expected power)"
+        )
+        print(_budget_table(ho, ["strategy"], budgets=(10, 25, 50)).to_string())
+        one = ho.drop_duplicates(["strategy", "draw"])
+        print(one.groupby("strategy").board_min.median().round(1).to_string())
+        t = ho[(ho.budget == 50) & (ho.strategy == "table")]
+        if len(t):
+            s = _summ(t)
+            lines.append(
+                check("held-out shared budget 50 median penalty %", s["penalty_median"], 1.0)
+            )
+            lines.append(check("held-out shared budget 50 Q3 penalty %", s["penalty_q3"], 3.0))
+            lines.append(check("held-out caps without a pick %", s["no_pick_pct"], 0.0))
+            lines.append(check("held-out picks > 1 W over the cap %", s["al1_pct"], 0.0))
+    return lines
 
 
 def plot(out: dict, path: str) -> None:
@@ -667,6 +877,17 @@ def main(argv=None) -> dict:
         default=1800.0,
         help="seconds between cap steps (default 1800: 50 -> 15 W within MobileNetV3's run)",
     )
+    ap.add_argument(
+        "--method", default="table", choices=("table", "contest"), help="pt.decide's method"
+    )
+    ap.add_argument(
+        "--peer-caps",
+        nargs="*",
+        type=float,
+        default=[20.0, 30.0, 40.0],
+        help="the per-cap caps of the peers section (the shared sweep: --caps)",
+    )
+    ap.add_argument("--samplers", nargs="*", default=list(SAMPLERS), choices=SAMPLERS)
     ap.add_argument("--json")
     ap.add_argument("--png")
     ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
@@ -720,7 +941,9 @@ def main(argv=None) -> dict:
             out["per_cap"] = rows
             save()
 
-        out["per_cap"] = twin_per_cap(args.workloads, caps, ids, partial=partial).to_dict("records")
+        out["per_cap"] = twin_per_cap(
+            args.workloads, caps, ids, partial=partial, method=args.method
+        ).to_dict("records")
         save()
     shared_first: dict = {}
     if "shared" in args.sections:
@@ -729,7 +952,9 @@ def main(argv=None) -> dict:
             out["shared"] = rows
             save()
 
-        df, shared_first = twin_shared(args.workloads, caps, ids, partial=partial_shared)
+        df, shared_first = twin_shared(
+            args.workloads, caps, ids, partial=partial_shared, method=args.method
+        )
         out["shared"] = df.to_dict("records")
         save()
     if "baselines" in args.sections:
@@ -748,6 +973,26 @@ def main(argv=None) -> dict:
         if not shared_first:  # the schedule follows a shared decision: make one
             _, shared_first = twin_shared(args.schedule_workloads, CAPS, 1)
         out["schedule"] = schedule(shared_first, step_s=args.schedule_step_s)
+        save()
+    if "peers" in args.sections:
+
+        def partial_peers(rows: list[dict]) -> None:
+            out["peers"] = rows
+            save()
+
+        out["peers"] = peers(
+            args.workloads, args.peer_caps, caps, ids, args.samplers, partial=partial_peers
+        ).to_dict("records")
+        save()
+    if "held-out" in args.sections:
+
+        def partial_held(rows: list[dict]) -> None:
+            out["held_out"] = rows
+            save()
+
+        out["held_out"] = held_out(ids, samplers=args.samplers, partial=partial_held).to_dict(
+            "records"
+        )
         save()
     out["wall_s"] = time.time() - t0
     save()

@@ -71,7 +71,7 @@ EXPERIMENTAL = {
     "PT@50+obs": "the 50 profiled modes use their measured time and power, the rest PT's "
     "predictions",
 }
-#: the library's refinement (powertrain.refine): the same 50-mode budget, 35 random modes,
+#: the library's refinement (powertrain.decisions.refine): the same 50-mode budget, 35 random modes,
 #: then the 15 modes the first transfer would pick across the sweep, then one transfer on all
 REFINED = {
     "PT@35+15": "pt.refine_modes: 35 random + 15 predicted picks across the sweep, re-transfer",

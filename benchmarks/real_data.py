@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import GradientBoostingRegressor
 
+from powertrain.decisions.refine import with_observed
 from powertrain.devices import get_device
 from powertrain.errors import DataError, NoFeasibleModeError
 from powertrain.metrics import excess_power, time_penalty_pct
@@ -57,7 +58,6 @@ from powertrain.real_data import (
     real_folder,
     real_provenance,
 )
-from powertrain.refine import with_observed
 
 KS = (5, 10, 20)
 #: how a pick's power is judged against the cap: (guard, margin in predicted sigmas).

@@ -24,22 +24,22 @@ from .errors import (
 _LAZY = {
     "load_r": "batch_efficiency",
     "r_vector": "batch_efficiency",
-    "Decision": "decision",
-    "decide": "decision",
+    "Decision": "decisions.decide",
+    "decide": "decisions.decide",
     "Device": "devices",
     "get_device": "devices",
     "report": "report",  # the callable package: pt.report(spec, out)
-    "CapController": "cap_following",
-    "CapSchedule": "cap_following",
-    "follow": "cap_following",
+    "CapController": "decisions.cap_following",
+    "CapSchedule": "decisions.cap_following",
+    "follow": "decisions.cap_following",
     "fastest_under": "optimise",
     "pareto_front": "optimise",
     "Predictor": "predictor",
     "profile": "profiling.sweep",
-    "refine_modes": "refine",
-    "with_observed": "refine",
-    "select": "selection",
-    "time_to_accuracy": "selection",
+    "refine_modes": "decisions.refine",
+    "with_observed": "decisions.refine",
+    "select": "decisions.selection",
+    "time_to_accuracy": "decisions.selection",
     "DeviceSpec": "specs",
     "WorkloadSpec": "specs",
     "device_names": "specs",
@@ -55,14 +55,14 @@ _LAZY = {
 if TYPE_CHECKING:  # what type checkers and documentation tools see
     from . import report
     from .batch_efficiency import load_r, r_vector
-    from .cap_following import CapController, CapSchedule, follow
-    from .decision import Decision, decide
+    from .decisions.cap_following import CapController, CapSchedule, follow
+    from .decisions.decide import Decision, decide
+    from .decisions.refine import refine_modes, with_observed
+    from .decisions.selection import select, time_to_accuracy
     from .devices import Device, get_device
     from .optimise import fastest_under, pareto_front
     from .predictor import Predictor
     from .profiling.sweep import profile
-    from .refine import refine_modes, with_observed
-    from .selection import select, time_to_accuracy
     from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
     from .tuner import Tuner
     from .twin import Twin

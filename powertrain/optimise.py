@@ -118,7 +118,7 @@ def fastest_under(
     most the hardware lets each row draw), the guarded power never exceeds it: a row
     whose limit already keeps it under the cap needs no margin, because the hardware
     guarantees what the model can only estimate. Rows measured on the board (spread 0,
-    :func:`~powertrain.refine.with_observed`) are judged by their measurement. Raises
+    :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement. Raises
     :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
     """
     power_cap_w = _number("power_cap_w", power_cap_w, positive=True)

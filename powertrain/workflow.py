@@ -162,12 +162,12 @@ def run_case(
       default :func:`best_reference`) to them, with ``random_state`` and
       ``transfer_params`` passed on;
     - **refine** (``refine`` > 0): profile on the twin the modes that first model would
-      pick across ``refine_range`` watts (:func:`~powertrain.refine.refine_modes`), then
+      pick across ``refine_range`` watts (:func:`~powertrain.decisions.refine.refine_modes`), then
       transfer again on all samples;
     - **predict** every mode of ``modes`` (default: all the device's power modes) at
       ``batch_size`` (default: the workload's; a list predicts every mode at each, for
       a joint choice, when ``samples`` are given); with ``observed`` the profiled modes keep
-      their measured values (:func:`~powertrain.refine.with_observed`);
+      their measured values (:func:`~powertrain.decisions.refine.with_observed`);
     - **decide**: the predicted Pareto front and the pick under each of ``power_caps``
       (:func:`pick_per_cap`, with a ``k_sigma`` power margin); with ``truth`` the twin's
       expected values score each pick.
@@ -175,7 +175,7 @@ def run_case(
     Time and power columns are the model's targets, so a per-epoch GPU model works the
     same way as a per-minibatch Jetson one (the twin steps need a twin of the device).
     """
-    from .refine import refine_modes, with_observed
+    from .decisions.refine import refine_modes, with_observed
     from .workloads import get_workload
 
     dev = get_device(device)

@@ -50,3 +50,26 @@ def test_the_penalty_is_against_the_optimum_the_board_records_under_the_cap():
     assert row["penalty_pct"] == 0  # the fastest whose recorded power fits: 70 ms
     assert row["penalty_expected_pct"] == 100 * (70 / 60 - 1)
     assert row["excess_w"] == 25.0 - 30.0  # on the expected power
+
+
+def test_an_optuna_peer_measures_distinct_configurations_in_order():
+    """The peer asks Optuna for configurations, measures each once, and stops at the
+    budget; a repeat is answered from its record (not measured or charged again)."""
+    import pytest
+
+    pytest.importorskip("optuna")
+    from decision_peers import peer_run
+
+    values = {"a": [1.0, 2.0, 3.0, 4.0], "b": [10.0, 20.0, 30.0]}
+    calls = []
+
+    def measure(configs):
+        calls.append(len(configs))
+        c = configs.iloc[0]
+        return configs.assign(time_ms=100.0 / (c.a * c.b), power_w=c.a * c.b)
+
+    m = peer_run(
+        measure, ["a", "b"], values, "optuna-tpe", 0, budget=6, cap=40.0, fixed={"batch_size": 8}
+    )
+    assert len(m) == 6 == len(calls) and m["round"].tolist() == list(range(6))
+    assert not m.duplicated(["a", "b"]).any() and (m.batch_size == 8).all()

@@ -222,7 +222,7 @@ def test_examples_lists_and_copies_what_ships(tmp_path, capsys):
 
 def test_select_objectives_match_the_library():
     from powertrain.cli.select import OBJECTIVES as CLI
-    from powertrain.selection import OBJECTIVES
+    from powertrain.decisions.selection import OBJECTIVES
 
     assert CLI == OBJECTIVES
 
@@ -278,7 +278,7 @@ def test_the_lazy_package_root_gives_every_public_name():
     the modules defining them are imported."""
     code = (
         "import powertrain as pt\n"
-        "import powertrain.decision, powertrain.cap_following\n"
+        "import powertrain.decisions.decide, powertrain.decisions.cap_following\n"
         "assert callable(pt.decide) and pt.decide.__name__ == 'decide'\n"
         "assert callable(pt.follow) and pt.follow.__name__ == 'follow'\n"
         "assert all(getattr(pt, n) is not None for n in pt.__all__)\n"

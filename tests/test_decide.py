@@ -8,7 +8,7 @@ import pytest
 import powertrain as pt
 from powertrain.backends import ReplayBackend
 from powertrain.corpora import load_corpus
-from powertrain.decision import win_probabilities
+from powertrain.decisions.decide import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
 # slow tests are marked one by one: the rest are part of `make test-fast`
@@ -115,7 +115,7 @@ def test_the_pick_is_measured_under_the_cap_with_its_measured_values(table, refe
     none = d.pick(3.0)  # below every configuration: no pick, and it says why
     assert none.config is None and "no measured configuration fits under 3 W" in none.reason
     with pytest.raises(pt.NoFeasibleModeError, match="3 W"):
-        from powertrain.decision import require_pick
+        from powertrain.decisions.decide import require_pick
 
         require_pick(d, 3.0)
 
@@ -133,13 +133,62 @@ def test_an_unmeasured_pick_only_when_accepted_and_marked(table, reference):
         transfer_options=QUICK,
     )
     p = d.pick()
-    if not p.measured:  # then it is predicted faster and likely enough within the cap
-        assert p.confidence >= 0.6 and "unmeasured" in p.reason
-        measured_best = d.measurements[d.measurements.power_w <= 30].time_ms.min()
-        assert p.cost < measured_best
+    # six measurements leave faster configurations unmeasured: one is accepted, marked
+    assert not p.measured and p.config is not None
+    assert p.confidence >= 0.6 and "unmeasured" in p.reason
+    measured_best = d.measurements[d.measurements.power_w <= 30].time_ms.min()
+    assert p.cost < measured_best
+    key = tuple(p.config[k] for k in KEYS)
+    assert key not in set(map(tuple, d.measurements[KEYS].to_numpy()))
+    # the same decision without accepting: the measured pick, confirmed
+    kept = pt.decide(
+        ReplayBackend(table), reference, 30.0, budget=6, start=6, seed=0, transfer_options=QUICK
+    ).pick()
+    assert kept.measured and kept.time == measured_best
 
 
 # ------------------------------------------------------------------ stopping rule --
+def test_a_cap_table_settles_on_its_expected_loss_and_reports_it(table, reference, tmp_path):
+    """One budget for 18-40 W: every cap under which something was recorded gets a
+    measured pick, the decision reports its expected loss and board minutes, and a
+    looser tolerance stops no later than a strict one (same seed, same start)."""
+    caps = np.arange(18.0, 41.0, 2.0)
+    loose = pt.decide(ReplayBackend(table), reference, caps, budget=30, tolerance=0.05,
+                      transfer_options=QUICK)  # fmt: skip
+    strict = pt.decide(ReplayBackend(table), reference, caps, budget=30, tolerance=0.0,
+                       transfer_options=QUICK)  # fmt: skip
+    assert strict.stop_reason in ("budget", "exhausted", "confident")
+    assert loose.n_measured <= strict.n_measured
+    assert 0 <= loose.expected_loss and np.isfinite(strict.expected_loss)
+    if loose.stop_reason == "settled":
+        assert loose.expected_loss <= 0.05
+    assert loose.board_minutes == pytest.approx(loose.board_s / 60)
+    for d in (loose, strict):
+        for p in d.picks:
+            if (table.power_w <= p.power_cap_w).any():
+                assert p.measured and p.power_w <= p.power_cap_w
+    assert "expected_loss" in loose.table().columns
+    from powertrain.decisions.decide import load_table
+
+    back = load_table(loose.save_table(tmp_path / "caps.csv"))
+    assert back.power_cap_w.tolist() == caps.tolist()
+    assert back.measured.tolist() == [p.measured for p in loose.picks]
+
+
+def test_the_lowest_cap_is_reached_first(table, reference):
+    """A cap under which nothing is measured yet weighs a whole pick: the first round
+    after the start measures for the lowest caps without one."""
+    caps = np.arange(16.0, 46.0, 1.0)
+    d = pt.decide(ReplayBackend(table), reference, caps, budget=8, start=5,
+                  transfer_options=QUICK)  # fmt: skip
+    first = d.measurements[d.measurements["round"] == 1]
+    start = d.measurements[d.measurements["round"] == 0]
+    no_pick = [c for c in caps if not (start.power_w <= c).any() and (table.power_w <= c).any()]
+    if no_pick:  # the start left low caps without a pick: round 1 goes there
+        assert first.why.str.contains("a first pick under").any()
+        assert first.power_w.min() < start.power_w.min()
+
+
 def test_the_loop_stops_when_the_budget_is_spent(table, reference):
     board = ReplayBackend(table)
     d = pt.decide(
@@ -151,6 +200,7 @@ def test_the_loop_stops_when_the_budget_is_spent(table, reference):
         per_round=2,
         confidence=0.999999,
         patience=100,
+        tolerance=0.0,
         seed=1,
         transfer_options=QUICK,
     )
@@ -167,7 +217,7 @@ def test_the_loop_stops_early_once_no_unmeasured_configuration_can_win(table, re
     d = pt.decide(
         board, reference, cap, budget=50, candidates=cands, start=5, seed=0, transfer_options=QUICK
     )
-    assert d.stop_reason in ("confident", "exhausted", "stable")
+    assert d.stop_reason in ("confident", "exhausted", "settled")
     assert d.n_measured <= 8
     best = table.merge(cands, on=KEYS).time_ms.min()
     assert d.pick().time == best  # every configuration fits: the fastest was measured
@@ -178,7 +228,7 @@ def test_a_stable_pick_stops_the_loop(table, reference):
     """With confidence out of reach the loop still stops once the picks stop changing and
     no challenger is expected to improve on them by more than the tolerance."""
     board = ReplayBackend(table)
-    kw = dict(start=6, per_round=1, patience=2, confidence=0.999999, seed=0)
+    kw = dict(start=6, per_round=1, patience=2, confidence=0.999999, seed=0, method="contest")
     d = pt.decide(board, reference, 30.0, budget=60, tolerance=0.05, transfer_options=QUICK, **kw)
     assert d.stop_reason in ("stable", "exhausted")
     assert d.n_measured < 60
@@ -194,10 +244,55 @@ def test_bad_arguments_are_named(table, reference):
     board = ReplayBackend(table)
     with pytest.raises(DataError, match="budget"):
         pt.decide(board, reference, 30.0, budget=0)
+    with pytest.raises(DataError, match="power_cap_w.*text '30'"):
+        pt.decide(board, reference, "30")
+    for name, bad in (("seed", -1), ("draws", 0), ("patience", -1), ("per_round", 0)):
+        with pytest.raises(DataError, match=f"{name} must be"):
+            pt.decide(board, reference, 30.0, **{name: bad})
+    with pytest.raises(DataError, match="candidates: no configurations"):
+        pt.decide(board, reference, 30.0, candidates=table.iloc[:0][KEYS])
+    assert board.n_measured == 0  # refused before measuring anything
     with pytest.raises(DataError, match="power_cap_w"):
         pt.decide(board, reference, -5.0)
     with pytest.raises(DataError, match="objective"):
         pt.decide(board, reference, 30.0, objective="speed")
+
+
+def test_a_cap_range_too_big_to_hold_is_refused_before_any_allocation(table, reference):
+    board = ReplayBackend(table)
+    with pytest.raises(DataError, match=r"100,000 caps x 300 candidates.*fewer caps"):
+        pt.decide(board, reference, range(1, 100001), candidates=table[KEYS])
+    assert board.n_measured == 0
+
+
+def test_a_board_returning_nan_is_named_with_the_measurement_and_configuration(table, reference):
+    class Broken(ReplayBackend):
+        """A board whose sensor fails: one target comes back as ``value``."""
+
+        def __init__(self, df, column, value):
+            super().__init__(df)
+            self.column, self.value = column, value
+
+        def measure(self, configs):
+            return super().measure(configs).assign(**{self.column: self.value})
+
+    with pytest.raises(DataError, match=r"board \(Broken\) returned power_w=nan for cores="):
+        pt.decide(Broken(table, "power_w", np.nan), reference, 30.0, transfer_options=QUICK)
+    with pytest.raises(DataError, match=r"board \(Broken\) returned time_ms=inf for cores="):
+        pt.decide(Broken(table, "time_ms", np.inf), reference, 30.0, transfer_options=QUICK)
+
+
+def test_power_exactly_at_the_cap_fits(table, reference):
+    """Five candidates, all measured by the start: the fastest one's recorded power is the
+    cap itself, and it is the pick (a cap allows power up to and including it)."""
+    cands = table.nsmallest(5, "time_ms")
+    cap = float(cands.power_w.iloc[0])  # the fastest of the five
+    d = pt.decide(
+        ReplayBackend(table), reference, cap, candidates=cands[KEYS], start=5, budget=5,
+        transfer_options=QUICK,
+    )  # fmt: skip
+    p = d.pick()
+    assert p.measured and p.power_w == cap and p.time == cands.time_ms.iloc[0]
 
 
 # ---------------------------------------------------------------- caps that change --
@@ -224,6 +319,16 @@ def test_the_controller_switches_configuration_mid_run_on_a_twin_board():
     assert (est.set_index(KEYS).loc[tuple(lo.config[k] for k in KEYS)].power_w) <= 18.0
 
 
+def test_the_controller_takes_a_measured_configuration_exactly_at_the_cap():
+    est = pd.DataFrame(
+        {"power_limit_w": [100.0, 150.0], "cost": [90.0, 60.0], "power_w": [25.0, 30.0],
+         "power_w_std": [0.0, 0.0], "measured": [True, True]}
+    )  # fmt: skip
+    ctl = pt.CapController(est, ["power_limit_w"])
+    assert ctl.config_for(30.0).config == {"power_limit_w": 150.0}
+    assert ctl.config_for(29.999).config == {"power_limit_w": 100.0}
+
+
 def test_an_unsure_new_cap_is_re_decided_with_a_few_measurements(table, reference):
     """A decision made for 40 W measured little at 18 W: the controller measures up to
     its budget there, answers with a configuration measured under 18 W, and does not
@@ -235,7 +340,7 @@ def test_an_unsure_new_cap_is_re_decided_with_a_few_measurements(table, referenc
     )
     assert ctl.unsure(18.0)
     p = ctl.config_for(18.0)
-    assert 1 <= ctl.n_measured <= 4 == board.n_measured or ctl.n_measured == board.n_measured
+    assert 1 <= ctl.n_measured <= 4 and ctl.n_measured == board.n_measured
     assert ctl.redecided == [(18.0, ctl.n_measured)] and ctl.board_s == board.now()
     assert p.measured and p.power_w <= 18.0
     seen = ctl.measurements.set_index(KEYS)
@@ -256,6 +361,32 @@ def test_a_cap_schedule_file_is_checked(tmp_path):
     f.write_text("t_s,power_cap_w\n0,50\n600,-3\n")
     with pytest.raises(DataError, match="row 2, column 'power_cap_w'"):
         pt.CapSchedule.from_csv(f)
+    f.write_text("t_s,power_cap_w\n0,40\n0,20\n")  # two caps at one instant: ambiguous
+    with pytest.raises(DataError, match="rows 1 and 2 both start at t_s = 0.*40 W and 20 W"):
+        pt.CapSchedule.from_csv(f)
+
+
+def test_a_malformed_cap_schedule_names_the_step():
+    with pytest.raises(DataError, match="steps 1 and 2 both start at t_s = 0"):
+        pt.CapSchedule([(0, 40), (0, 20)])
+    with pytest.raises(DataError, match="step 1: \\(0, 'abc'\\) must be a pair"):
+        pt.CapSchedule([(0, "abc")])
+    with pytest.raises(DataError, match="step 2: \\(5, 30, 99\\) must be a pair"):
+        pt.CapSchedule([(0, 40), (5, 30, 99)])
+    assert pt.CapSchedule([(10, 20), (0, 40)]).steps == [(0.0, 40.0), (10.0, 20.0)]
+
+
+def test_a_plain_callable_schedule_is_checked_before_the_controller_sees_it():
+    twin = pt.Twin("orin-agx", "mobilenetv3", seed=0)
+    seen = []
+
+    class Spy:
+        def config_for(self, cap):
+            seen.append(cap)
+
+    with pytest.raises(DataError, match="returned -5 at 0 s"):
+        pt.follow(pt.backends.TwinBackend(twin), Spy(), lambda t, n: -5, minibatches=3)
+    assert seen == []
 
 
 # ---------------------------------------------------------------- command and spec --
@@ -325,7 +456,7 @@ def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path,
 def test_an_unmeasured_configuration_is_returned_only_when_accepted():
     """Hand-built state: a measured configuration under the cap, and an unmeasured one
     predicted 20 % faster at 25 +- 1 W under a 30 W cap (a 99.9 % chance of fitting)."""
-    from powertrain.decision import _pick
+    from powertrain.decisions.decide import _pick
 
     cands = pd.DataFrame({"power_limit_w": [100.0, 150.0], "batch_size": [32, 32]})
     state = dict(
@@ -352,7 +483,7 @@ def test_an_unmeasured_configuration_is_returned_only_when_accepted():
 
 
 def test_the_cost_is_time_or_energy_to_accuracy_with_an_r_vector():
-    from powertrain.decision import cost_factor
+    from powertrain.decisions.decide import cost_factor
 
     cfg = pd.DataFrame({"batch_size": [8, 16]})
     epochs = pd.DataFrame({"batch_size": [8, 16], "epochs": [5.0, 7.0]})

@@ -6,7 +6,7 @@ import pytest
 
 import powertrain as pt
 from powertrain.backends import TwinBackend
-from powertrain.decision import CapPick, contest, is_stable
+from powertrain.decisions.decide import CapPick, contest, is_stable
 
 TOL = 0.005
 

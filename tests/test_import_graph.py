@@ -34,8 +34,7 @@ LAYERS = [
     ("powertrain.predictor", "powertrain.backends"),
     ("powertrain.optimise", "powertrain.predictor"),
     ("powertrain.workflow", "powertrain.report"),
-    ("powertrain.refine", "powertrain.workflow"),
-    ("powertrain.selection", "powertrain.workflow"),
+    ("powertrain.decisions", "powertrain.workflow"),
     ("powertrain.evaluate", "powertrain.workflow"),
 ]
 FOREIGN = ("tools", "tests")

@@ -102,7 +102,7 @@ def test_select_at_the_cap_and_at_the_deadline():
 def test_time_to_accuracy_per_epoch_and_per_minibatch():
     """selection.time_to_accuracy_39.._53: a per-epoch table uses the r vector's epochs
     (else r itself); a per-minibatch one converts ms per batch to seconds per sample."""
-    from powertrain.selection import time_to_accuracy
+    from powertrain.decisions.selection import time_to_accuracy
 
     per_epoch = pd.DataFrame({"power_limit_w": [100, 200], "batch_size": [8, 16],
                               "epoch_s": [10.0, 6.0], "power_w": [90.0, 180.0]})  # fmt: skip
@@ -120,7 +120,7 @@ def test_time_to_accuracy_per_epoch_and_per_minibatch():
 
 def test_time_to_accuracy_errors_name_what_is_missing():
     """selection.time_to_accuracy_4.._18: the missing column and the columns found."""
-    from powertrain.selection import time_to_accuracy
+    from powertrain.decisions.selection import time_to_accuracy
 
     r = {8: 1.0}
     with pytest.raises(DataError, match=r"^estimates need a batch_size column"):
@@ -190,7 +190,7 @@ def test_a_table_without_a_time_column_is_told_about_time_ms():
 
 def test_an_r_in_epochs_needs_per_epoch_times():
     """selection.time_to_accuracy_60: epochs to target do not mix with ms per minibatch."""
-    from powertrain.selection import time_to_accuracy
+    from powertrain.decisions.selection import time_to_accuracy
 
     per_batch = pd.DataFrame({"batch_size": [8], "time_ms": [80.0], "power_w": [5.0]})
     epochs = pd.DataFrame({"batch_size": [8], "epochs": [3.0]})

@@ -682,6 +682,95 @@ def _cache_file(tmp: Path) -> Outcome:
                "--cache", f, "-o", tmp / "r.csv")  # fmt: skip
 
 
+# -- the decision wing (issue 27): caps, decide's arguments, boards, cap schedules ----------
+def _decide(power_cap_w: object = 30.0, board: str = "replay", **kw: object) -> Outcome:
+    """``pt.decide`` on 300 recorded MobileNetV3 configurations (a quick transfer)."""
+    import numpy as np
+
+    import powertrain as pt
+    from powertrain.backends import ReplayBackend
+    from powertrain.corpora import load_corpus
+
+    table = load_corpus("orin-agx_mobilenetv3_bs16").sample(300, random_state=0)
+
+    class NanBoard(ReplayBackend):
+        def measure(self, configs):  # a sensor that fails: power comes back NaN
+            return super().measure(configs).assign(power_w=np.nan)
+
+    b = (NanBoard if board == "nan" else ReplayBackend)(table.reset_index(drop=True))
+    ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    quick = {"transfer_epochs": 10, "transfer_cv_folds": 2}
+    return api(lambda: pt.decide(b, ref, power_cap_w, transfer_options=quick, **kw))  # type: ignore[arg-type]
+
+
+def _schedule(steps: object) -> Outcome:
+    import powertrain as pt
+
+    return api(lambda: pt.CapSchedule(steps))  # type: ignore[arg-type]
+
+
+def _follow_negative(tmp: Path) -> Outcome:
+    import powertrain as pt
+    from powertrain.backends import TwinBackend
+
+    class Never:
+        def config_for(self, cap: float) -> None:
+            raise AssertionError(f"the controller was asked for {cap!r} W")
+
+    board = TwinBackend(pt.Twin("orin-agx", "mobilenetv3", seed=0))
+    return api(lambda: pt.follow(board, Never(), lambda t, n: -5.0, minibatches=3))
+
+
+def _schedule_csv_same_instant(tmp: Path) -> Outcome:
+    import powertrain as pt
+
+    f = tmp / "caps.csv"
+    f.write_text("t_s,power_cap_w\n0,40\n0,20\n")
+    return api(lambda: pt.CapSchedule.from_csv(f))
+
+
+CASES += [
+    Case("decide-caps-text", lambda t: _decide("30"), ("power_cap_w", "'30'")),
+    Case("decide-caps-huge", lambda t: _decide(range(1, 100001)), ("100,000 caps", "fewer caps")),
+    Case(
+        "profile-active-caps-huge",
+        lambda t: cli(
+            "profile",
+            "--workload",
+            "mobilenetv3",
+            "--device",
+            "orin-agx",
+            "--quiet",
+            "--strategy",
+            "active",
+            "--power-cap",
+            "1-100000",
+            "--budget",
+            "5",
+        ),
+        ("100,000 caps", "fewer caps"),
+    ),  # fmt: skip
+    Case("decide-board-nan", lambda t: _decide(board="nan"), ("NanBoard", "power_w", "cores=")),
+    Case(
+        "decide-candidates-empty",
+        lambda t: _decide(
+            candidates=pd.DataFrame(
+                columns=["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+            )
+        ),
+        ("candidates",),
+    ),  # fmt: skip
+    Case("decide-seed-negative", lambda t: _decide(seed=-1), ("seed",)),
+    Case("decide-draws-0", lambda t: _decide(draws=0), ("draws",)),
+    Case("decide-patience-negative", lambda t: _decide(patience=-1), ("patience",)),
+    Case("schedule-same-instant", lambda t: _schedule([(0, 40), (0, 20)]), ("steps 1 and 2",)),
+    Case("schedule-csv-same-instant", _schedule_csv_same_instant, ("caps.csv", "rows 1 and 2")),
+    Case("schedule-step-text", lambda t: _schedule([(0, "abc")]), ("step 1",)),
+    Case("schedule-step-triple", lambda t: _schedule([(0, 30, 99)]), ("step 1",)),
+    Case("follow-callable-negative", _follow_negative, ("-5", "cap")),
+]
+
+
 def run_all(only: str = "") -> dict[str, tuple[str, Outcome]]:
     results = {}
     mount = can_mount()

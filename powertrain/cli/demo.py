@@ -110,7 +110,7 @@ def _confirmed_pick(run, dev, args: argparse.Namespace) -> dict:
     """``pt.decide`` on the twin, starting from the samples already measured."""
     import numpy as np
 
-    from ..decision import decide
+    from ..decisions.decide import decide
     from ..errors import NoFeasibleModeError
     from ..twin import Twin
     from ..workflow import load_reference

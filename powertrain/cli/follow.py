@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_follow(args: argparse.Namespace) -> int:
     from ..backends import get_backend
-    from ..cap_following import CapController, CapSchedule, follow
-    from ..decision import decide
+    from ..decisions.cap_following import CapController, CapSchedule, follow
+    from ..decisions.decide import decide
     from ..workflow import best_reference, load_reference
 
     schedule = CapSchedule.from_csv(args.schedule)

@@ -475,7 +475,7 @@ def _reference(args: argparse.Namespace, device) -> Any:
 def _active(backend, args: argparse.Namespace) -> int:
     """Measure where the decision is, print why each configuration is measured, write the
     measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
-    from ..decision import decide
+    from ..decisions.decide import decide
     from ..schema import read_csv
 
     if backend.device is None:
@@ -504,8 +504,9 @@ def _active(backend, args: argparse.Namespace) -> int:
     if args.out is None:
         result.measurements.to_csv(sys.stdout, index=False)
     print(
-        f"{result.n_measured} configurations measured ({result.board_s / 3600:.2f} h on the "
-        f"board), stopped: {result.stop_reason}",
+        f"{result.n_measured} configurations measured ({result.board_minutes:.1f} board "
+        f"minutes), stopped: {result.stop_reason}; expected loss over the caps "
+        f"{100 * result.expected_loss:.2f} %",
         file=sys.stderr,
     )
     print(table.to_string(index=False), file=sys.stderr)

@@ -17,7 +17,7 @@ from .args import command, default_of, done, given
 OBJECTIVES = ("time", "energy")
 #: where the library defaults shown in the help live (read without importing them)
 FASTEST_UNDER = "powertrain.optimise:fastest_under"
-SELECT = "powertrain.selection:select"
+SELECT = "powertrain.decisions.selection:select"
 #: the safety-margin options, as fastest_under / select keywords
 _MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
 
@@ -69,7 +69,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         write_table(front, args.front, args)
         done(f"wrote the Pareto front ({len(front)} of {len(est)} rows) to {args.front}")
     if args.r:
-        from ..selection import select
+        from ..decisions.selection import select
 
         if args.time is not None or args.power != "power_w":
             raise DataError(

@@ -62,6 +62,28 @@ def _clean_window(backend: Backend, log: list, first: int, n: int, min_samples: 
     return first + int(ok[-1]) if len(ok) else None
 
 
+#: the fewest clean minibatches a settled window holds (``profile_one``'s ``settle_tol``)
+MIN_SETTLED = 8
+
+
+def _settled_window(
+    backend: Backend, log: list, first: int, min_samples: int, tol: float
+) -> int | None:
+    """``first`` when the clean minibatches since it pin the mean time and power to a
+    relative standard error of ``tol``, else None (keep running)."""
+    k = len(log) - first
+    if k < MIN_SETTLED:
+        return None
+    ms = np.array([m for _, _, m in log[first:]], dtype=float)
+    pw = np.asarray(backend.power_samples(log[first][0], log[-1][1]), dtype=float)
+    pw = pw.reshape(-1, 2)[:, 1]
+    if len(pw) < max(min_samples, 2):
+        return None
+    se_t = ms.std(ddof=1) / np.sqrt(k) / ms.mean()
+    se_p = pw.std(ddof=1) / np.sqrt(len(pw)) / pw.mean()
+    return first if se_t <= tol and se_p <= tol else None
+
+
 def profile_one(
     backend: Backend | Twin,
     config: Mapping[str, float],
@@ -70,6 +92,7 @@ def profile_one(
     max_settle_s: float = 30.0,
     window: int = 3,
     rel_tol: float = 0.03,
+    settle_tol: float = 0.0,
 ) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Measure one configuration; return (summary row, minibatch log, power log).
 
@@ -81,6 +104,11 @@ def profile_one(
     minibatches after that point are used and the row is marked ``stable = False``. A
     sensor that stays silent for several sample periods raises ProfilingError; a window
     that still holds no reading gets NaN power, never 0 W.
+
+    ``settle_tol`` > 0 ends the window earlier, once the mean time and power of the
+    clean minibatches are known to that relative standard error (at least
+    :data:`MIN_SETTLED` minibatches and two power readings): a configuration is measured
+    only as long as it takes (``n_minibatches`` stays the longest window).
     """
     backend = as_backend(backend)
     if int(n_minibatches) < 1:
@@ -127,7 +155,9 @@ def profile_one(
                 settled_at, stable = now, False
         if settled_at is not None and first is None:
             first = next((i for i in range(1, len(log)) if log[i][0] >= settled_at), None)
-        if first is not None:
+        if first is not None and settle_tol > 0:
+            chosen = _settled_window(backend, log, first, min_power_samples, settle_tol)
+        if first is not None and chosen is None:
             chosen = _clean_window(backend, log, first, n, min_power_samples)
             if chosen is None and len(log) - first >= n and log[-1][1] - log[first][0] >= patience:
                 chosen, stable = first, False  # too few readings even over a long window

@@ -172,7 +172,7 @@ def run_group(cases: list[Case]) -> list[CaseResult]:
 
 def _run_group(cases: list[Case]) -> list[CaseResult]:
     from ..optimise import pareto_front
-    from ..refine import with_observed
+    from ..decisions.refine import with_observed
 
     first = cases[0]
     if first.device_spec is not None:  # a worker process knows only what the case carries
@@ -261,9 +261,9 @@ def case_picks(
 def strategy_samples(case: Case, reference: str) -> pd.DataFrame:
     """The twin samples of a case whose spec names a ``strategy``: ``stratified`` spreads
     ``samples`` modes over the device's stratify_by knobs; ``active`` lets
-    :func:`~powertrain.decision.decide` measure (at most ``samples``) where the decisions
+    :func:`~powertrain.decisions.decide.decide` measure (at most ``samples``) where the decisions
     under the case's caps are, so the picks stand on measured configurations."""
-    from ..decision import decide
+    from ..decisions.decide import decide
     from ..devices import get_device
     from ..twin import Twin
     from ..workflow import load_reference, profile_on_twin

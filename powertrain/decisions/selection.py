@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .batch_efficiency import RSource, load_r
-from .errors import DataError, NoFeasibleModeError
-from .optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
+from ..batch_efficiency import RSource, load_r
+from ..errors import DataError, NoFeasibleModeError
+from ..optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
 
 OBJECTIVES = ("time", "energy")
 

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, NoFeasibleModeError
-from .schema import check_columns, read_csv
+from ..errors import DataError, NoFeasibleModeError
+from ..schema import check_columns, read_csv
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .decision import CapPick, Decision
+    from .decide import CapPick, Decision
 
 
 class CapSchedule:
@@ -46,16 +46,7 @@ class CapSchedule:
         self.callback = callback
         self.steps: list[tuple[float, float]] = []
         if steps is not None:
-            for i, (t, w) in enumerate(steps):
-                t, w = float(t), float(w)
-                if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
-                    raise DataError(
-                        f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0"
-                    )
-                self.steps.append((t, w))
-            self.steps.sort()
-            if not self.steps or self.steps[0][0] > 0:
-                raise DataError("CapSchedule: the first step must start at t_s = 0")
+            self.steps = _check_steps(steps)
 
     @classmethod
     def from_csv(cls, path: str | Path) -> CapSchedule:
@@ -67,14 +58,14 @@ class CapSchedule:
             nonnegative=["t_s"],
             positive=["power_cap_w"],
         )
-        return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
+        try:
+            return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
+        except DataError as e:  # name the file: its rows are the steps
+            raise DataError(f"{path}: {str(e).replace('step', 'row')}") from None
 
     def __call__(self, elapsed_s: float, minibatch: int = 0) -> float:
         if self.callback is not None:
-            cap = self.callback(elapsed_s, minibatch)
-            if not (isinstance(cap, (int, float, np.number)) and math.isfinite(cap) and cap > 0):
-                raise DataError(f"cap schedule callback returned {cap!r} at {elapsed_s:.0f} s")
-            return float(cap)
+            return checked_cap(self.callback(elapsed_s, minibatch), elapsed_s)
         times = [t for t, _ in self.steps]
         return self.steps[int(np.searchsorted(times, elapsed_s, side="right")) - 1][1]
 
@@ -83,12 +74,50 @@ class CapSchedule:
         return sorted({w for _, w in self.steps})
 
 
+def _check_steps(steps: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The steps as sorted ``(t_s, W)`` pairs; a malformed step is named by its index, and
+    two caps at the same instant are refused (a power limit must not be ambiguous)."""
+    out: list[tuple[float, float]] = []
+    for i, step in enumerate(steps):
+        try:
+            t, w = step
+            t, w = float(t), float(w)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"CapSchedule: step {i + 1}: {step!r} must be a pair (t_s, power_cap_w) of numbers"
+            ) from None
+        if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
+            raise DataError(f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0")
+        same = [j for j, (u, _) in enumerate(out) if u == t]
+        if same:
+            raise DataError(
+                f"CapSchedule: steps {same[0] + 1} and {i + 1} both start at t_s = {t:g} "
+                f"({out[same[0]][1]:g} W and {w:g} W): give one cap per instant"
+            )
+        out.append((t, w))
+    out.sort()
+    if not out or out[0][0] > 0:
+        raise DataError("CapSchedule: the first step must start at t_s = 0")
+    return out
+
+
+def checked_cap(cap: Any, elapsed_s: float) -> float:
+    """A schedule's answer as watts: a finite positive number, else an error naming the
+    time and the value (a plain callable schedule is checked too)."""
+    ok = isinstance(cap, (int, float, np.number)) and not isinstance(cap, bool)
+    if not (ok and math.isfinite(cap) and cap > 0):
+        raise DataError(
+            f"the cap schedule returned {cap!r} at {elapsed_s:.0f} s: a cap must be positive watts"
+        )
+    return float(cap)
+
+
 class CapController:
     """Answers a new cap at once from a decision's measurements and estimates.
 
     ``estimates``: one row per candidate configuration with its ``config_columns``, the
     ``cost`` minimised, ``power_w``, ``power_w_std`` and ``measured`` (what
-    :class:`~powertrain.decision.Decision` carries). The fastest measured configuration
+    :class:`~powertrain.decisions.decide.Decision` carries). The fastest measured configuration
     under the cap wins; without one, the fastest unmeasured one whose predicted power +
     ``k_sigma`` x spread fits (marked unmeasured).
     """
@@ -124,7 +153,7 @@ class CapController:
         self.reference = reference
         self.measurements = measurements
         self.budget = int(budget)
-        from .decision import TOLERANCE
+        from .decide import TOLERANCE
 
         self.tolerance = TOLERANCE if tolerance is None else float(tolerance)
         self.decide_options = dict(decide_options or {})
@@ -149,7 +178,7 @@ class CapController:
     ) -> CapController:
         """The controller for what ``decision`` learned. With ``board``, ``reference`` and a
         ``budget`` (configurations per re-decision), an unsure cap is re-decided on the
-        board (``decide_options``: passed to :func:`~powertrain.decision.decide`, e.g.
+        board (``decide_options``: passed to :func:`~powertrain.decisions.decide.decide`, e.g.
         ``r``, ``objective``, ``transfer_options``)."""
         if decision.estimates is None:
             raise DataError("this decision carries no estimates to control from")
@@ -170,7 +199,7 @@ class CapController:
         nothing measured fits, or an unmeasured configuration's expected relative
         improvement on the measured pick exceeds the tolerance (the cached spreads; cost
         taken as log-normal with the time's relative spread)."""
-        from .decision import contest
+        from .decide import contest
 
         e = self.estimates
         measured = e["measured"].to_numpy(float) > 0
@@ -194,7 +223,7 @@ class CapController:
         """Measure up to ``budget`` configurations for ``power_cap_w`` on the board, starting
         from every measurement so far, and answer from the new estimates from then on.
         Returns how many configurations it measured."""
-        from .decision import decide
+        from .decide import decide
 
         options = {"tolerance": self.tolerance, **self.decide_options}
         d = decide(
@@ -228,7 +257,7 @@ class CapController:
         """The configuration to run under ``power_cap_w`` (config None: nothing fits);
         re-decided on the board first when the controller has a budget and the cached
         answer is unsure (once per cap)."""
-        from .decision import CapPick
+        from .decide import CapPick
 
         done = any(math.isclose(c, power_cap_w) for c, _ in self.redecided)
         if self.budget and not done and self.unsure(power_cap_w):
@@ -306,7 +335,7 @@ def follow(
     cap, config)`` is told of every switch. A cap under which nothing fits raises
     :class:`NoFeasibleModeError` naming the time and cap.
     """
-    from .backends import as_backend
+    from ..backends import as_backend
 
     board = as_backend(board)
     if (minibatches is None) == (samples is None):
@@ -326,7 +355,7 @@ def follow(
     start_s = float(getattr(controller, "board_s", 0.0))
     start_n = int(getattr(controller, "n_measured", 0))
     while done < goal:
-        new_cap = schedule(elapsed, n)
+        new_cap = checked_cap(schedule(elapsed, n), elapsed)
         if new_cap != cap:
             cap = new_cap
             before = getattr(controller, "n_measured", 0)

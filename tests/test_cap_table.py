@@ -1,0 +1,77 @@
+"""The cap table's posterior (errors shared by neighbours), its expected loss, and the
+round that spreads over the caps."""
+
+import numpy as np
+import pytest
+
+from powertrain.decisions.decide import _batch
+from powertrain.decisions.loss import table_loss
+from powertrain.decisions.posterior import Field, field_draws, knob_space
+
+
+def _line(n=41):
+    """Configurations on one knob, 1 to 5 GHz: standardised log positions."""
+    return knob_space(np.linspace(1000.0, 5000.0, n)[:, None])
+
+
+def test_neighbours_err_together_and_far_ones_do_not():
+    x = _line()
+    g = field_draws(x, np.array([], int), np.array([]), 4000, np.random.default_rng(0))
+    c = np.corrcoef(g)
+    assert c[20, 21] > 0.9  # next door
+    assert abs(c[0, 40]) < 0.2  # the two ends
+    assert g.std(axis=1) == pytest.approx(np.ones(len(x)), abs=0.1)  # the prior scale
+    indep = field_draws(x, np.array([], int), np.array([]), 4000, np.random.default_rng(0),
+                        Field(length=0.0))  # fmt: skip
+    assert abs(np.corrcoef(indep)[20, 21]) < 0.1
+
+
+def test_a_measurement_pulls_its_neighbours_and_shrinks_their_spread():
+    x = _line()
+    g = field_draws(x, np.array([20]), np.array([2.0]), 4000, np.random.default_rng(1))
+    assert g[20].mean() == pytest.approx(2.0, abs=0.2)  # what was measured, up to its noise
+    assert g[20].std() < 0.3 and g[21].std() < 0.5 and g[0].std() > 0.8
+    assert g[21].mean() > 1.5 and abs(g[0].mean()) < 0.3  # a near one follows, a far one not
+
+
+def test_the_loss_is_how_much_slower_the_pick_may_be_and_goes_to_who_wins():
+    # one rival sure to fit and 20 % faster than the 100 ms pick; one over every cap
+    cost = np.array([[80.0] * 10, [50.0] * 10])
+    power = np.array([[19.0] * 10, [45.0] * 10])
+    loss = table_loss(cost, power, best=np.array([100.0, np.inf]), caps=np.array([20.0, 18.0]))
+    assert loss.per_cap[0] == pytest.approx(0.2)
+    assert loss.credit[0].tolist() == pytest.approx([0.2, 0.0])
+    assert loss.beaten[0] == 1.0
+    # 18 W: no pick and nothing fits in any draw: nothing to lose there
+    assert loss.per_cap[1] == 0 and loss.beaten[1] == 0
+    no_pick = table_loss(cost, power, best=np.array([np.inf]), caps=np.array([20.0]))
+    assert no_pick.per_cap[0] == 1.0  # a cap without a pick where something fits: 100 %
+
+
+def test_a_round_spreads_over_the_caps():
+    # rivals 0 and 1 both remove the 20 W cap's loss, rival 2 the 40 W cap's (smaller)
+    gain = np.array([[0.30, 0.12, 0.0], [0.0, 0.0, 0.1]])  # without the discount: 0, 1
+    w = np.array([0.5, 0.5])
+    assert _batch(gain, w, 2).tolist() == [0, 2]  # not two neighbours under one cap
+    assert _batch(np.zeros((2, 3)), w, 2).size == 0  # nothing to gain: nothing measured
+
+
+def test_a_settled_window_measures_shorter_and_stays_close_to_the_truth():
+    """The settled protocol stops a configuration's window once its mean time and power
+    are pinned to 1 %: fewer minibatches than the paper's 40 on the twin, and the
+    measured values still within 3 % of what the twin draws on average."""
+    import powertrain as pt
+    from powertrain.backends import TwinBackend
+
+    twin = pt.Twin("orin-agx", "resnet18", seed=0)
+    grid = twin.device.profiling_grid().sample(6, random_state=1)
+    truth = twin.expected(grid, 16)
+    fixed = pt.profile(TwinBackend(pt.Twin("orin-agx", "resnet18", seed=0)), grid,
+                       batch_size=16, progress=False)  # fmt: skip
+    short = pt.profile(TwinBackend(pt.Twin("orin-agx", "resnet18", seed=0)), grid,
+                       batch_size=16, progress=False, settle_tol=0.01)  # fmt: skip
+    assert short.profile_s.sum() < 0.8 * fixed.profile_s.sum()
+    assert (short.n_minibatches < fixed.n_minibatches).any()
+    for col in ("time_ms", "power_w"):
+        err = short[col].to_numpy() / truth[col].to_numpy() - 1
+        assert np.abs(err).max() < 0.03, col
