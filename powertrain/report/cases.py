@@ -171,8 +171,8 @@ def run_group(cases: list[Case]) -> list[CaseResult]:
 
 
 def _run_group(cases: list[Case]) -> list[CaseResult]:
-    from ..optimise import pareto_front
     from ..decisions.refine import with_observed
+    from ..optimise import pareto_front
 
     first = cases[0]
     if first.device_spec is not None:  # a worker process knows only what the case carries
