@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from powertrain.hashing import sha256_file
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import frequency  # noqa: E402
 
@@ -62,7 +64,8 @@ def _folder_of(tmp_path, data, names, device="my-gpu"):
     df = pd.concat([data[n] for n in names]).assign(device=device)
     df.to_csv(tmp_path / f"{device}_sweep.csv", index=False)
     spec = {"name": device, "knobs": {"gpu_mhz": sorted(set(df.gpu_mhz))}}
-    (tmp_path / f"{device}_sweep.provenance.json").write_text(json.dumps({"device_spec": spec}))
+    side = {"device_spec": spec, "csv_sha256": sha256_file(tmp_path / f"{device}_sweep.csv")}
+    (tmp_path / f"{device}_sweep.provenance.json").write_text(json.dumps(side))
     return tmp_path
 
 
@@ -111,7 +114,8 @@ def test_a_corpus_of_our_own_splits_into_computations(tmp_path, data, capsys):
     df.to_csv(tmp_path / "our-gpu_sweep.csv", index=False)
     clocks = sorted(set(df.gpu_mhz))
     spec = {"name": "our-gpu", "knobs": {"power_limit_w": [250, 300], "gpu_mhz": clocks}}
-    (tmp_path / "our-gpu_sweep.provenance.json").write_text(json.dumps({"device_spec": spec}))
+    side = {"device_spec": spec, "csv_sha256": sha256_file(tmp_path / "our-gpu_sweep.csv")}
+    (tmp_path / "our-gpu_sweep.provenance.json").write_text(json.dumps(side))
     got = frequency.load(tmp_path)
     assert sorted(got)[:2] == ["cnn-bs1-pl250", "cnn-bs1-pl300"] and len(got) == 8
     assert all(len(t) == 60 for t in got.values())
