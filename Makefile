@@ -29,13 +29,16 @@ setup: $(BIN)/.installed
 demo: setup
 	$(BIN)/powertrain demo
 
+# the tests run on every core (pytest-xdist); --dist loadfile keeps each file on one worker
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
+
 test: setup
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # markers in pyproject.toml: slow (training, notebooks, benchmarks), system (subprocesses,
 # signals, a browser, a wheel build)
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow and not system"
+	$(PYTEST) -m "not slow and not system"
 
 lint: setup
 	$(BIN)/ruff check powertrain tests benchmarks tools
