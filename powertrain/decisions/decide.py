@@ -378,7 +378,8 @@ def check_size(n_caps: int, n_candidates: int) -> None:
     cells = n_caps * n_candidates
     if cells > MAX_CELLS:
         raise DataError(
-            f"power_cap_w: {n_caps:,} caps x {n_candidates:,} candidates = {cells:,} cells "
+            f"power_cap_w (--power-cap): {n_caps:,} caps x {n_candidates:,} candidates = "
+            f"{cells:,} cells "
             f"(about {cells * 8 / 1e9:.1f} GB a table; at most {MAX_CELLS:,}): decide for "
             "fewer caps (17-50 W in 1 W steps is 34) or fewer candidates"
         )
