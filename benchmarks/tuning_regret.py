@@ -132,6 +132,12 @@ def run_tuner(board: Backend, ref, cap: float, job: Job, budget: int, seed: int,
     s = tuner.close()
     # a short job may end before the tuner settles: it ran what it measured
     pick = s.config if s.config is not None else tuner.config
+    return {**in_job(run, job, pick, s.n_measured), "settled": s.config is not None}
+
+
+def in_job(run: Run, job: Job, pick: dict, measured: int) -> dict:
+    """A strategy that explored inside the job: the rest of the job at ``pick``, and the
+    figures every strategy reports."""
     t, e = finish(run, job, pick)
     return dict(
         time_s=t,
@@ -139,11 +145,10 @@ def run_tuner(board: Backend, ref, cap: float, job: Job, budget: int, seed: int,
         explore_s=run.time_s,
         over_cap_s=run.over_cap_s,
         to_pick=run.minibatches,
-        measured=s.n_measured,
+        measured=measured,
         pick=pick,
         pick_s=pick_s(job, pick),
         pick_w=job.truth(pick)[1],
-        settled=s.config is not None,
     )
 
 
@@ -163,18 +168,7 @@ def run_zeus(board: Backend, settings: pd.DataFrame, cap: float, job: Job) -> di
         seen.append((np.mean([m[2] for m in marks]), watts[:, 1].mean(), config))
     fits = [s for s in seen if s[1] <= cap] or [min(seen, key=lambda s: s[1])]
     pick = min(fits, key=lambda s: s[0] * job.samples(int(s[2]["batch_size"])) / s[2]["batch_size"])
-    t, e = finish(run, job, pick[2])
-    return dict(
-        time_s=t,
-        energy_j=e,
-        explore_s=run.time_s,
-        over_cap_s=run.over_cap_s,
-        to_pick=run.minibatches,
-        measured=len(seen),
-        pick=pick[2],
-        pick_s=pick_s(job, pick[2]),
-        pick_w=job.truth(pick[2])[1],
-    )
+    return in_job(run, job, pick[2], len(seen))
 
 
 def run_offline(board: Backend, ref, cap: float, job: Job, budget: int, seed: int, **kw) -> dict:

@@ -65,26 +65,9 @@ def atomic_write(path: str | Path, data: str | bytes, fsync: bool = True) -> Non
     """Replace ``path`` with ``data`` whole or not at all: written to a hidden temporary
     file beside it (fsynced), then renamed over it. A failed write removes the temporary
     file and raises the ``OSError``; the old file, if any, is untouched."""
-    path = Path(path)
-    raw = data.encode() if isinstance(data, str) else data
-    if _special(path):  # a device or a pipe: written in place, never replaced
-        with open(path, "wb") as f:
-            f.write(raw)
-        return
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if fsync:
-        fsync_dir(path)
+    mode = "w" if isinstance(data, str) else "wb"
+    with atomic_open(path, mode, fsync=fsync) as f:
+        f.write(data)
 
 
 def replace_dir(new: str | Path, path: str | Path) -> None:

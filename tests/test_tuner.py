@@ -207,18 +207,18 @@ def slow_step(job: Job) -> None:
     time.sleep(0.002)
 
 
+def gpu_tuner(fake) -> pt.Tuner:
+    """A tuner of the fake GPU's power limit under 200 W (a small budget)."""
+    return pt.Tuner(
+        nvml_board(fake), gpu_reference(), 200.0, batch_size=16, budget=6, minibatches=5,
+        transfer_options=QUICK,
+    )  # fmt: skip
+
+
 def test_on_the_fake_nvml_it_sets_limits_and_puts_the_first_back():
     fake = FakeNvml(setters=True)
     job = Job()
-    tuner = pt.Tuner(
-        nvml_board(fake),
-        gpu_reference(),
-        200.0,
-        batch_size=16,
-        budget=6,
-        minibatches=5,
-        transfer_options=QUICK,
-    )
+    tuner = gpu_tuner(fake)
     for _ in range(3000):
         with tuner.step():
             slow_step(job)
@@ -234,15 +234,7 @@ def test_on_the_fake_nvml_it_sets_limits_and_puts_the_first_back():
 @pytest.mark.system
 def test_a_stop_signal_mid_step_restores_the_power_limit():
     fake = FakeNvml(setters=True)
-    tuner = pt.Tuner(
-        nvml_board(fake),
-        gpu_reference(),
-        200.0,
-        batch_size=16,
-        budget=6,
-        minibatches=5,
-        transfer_options=QUICK,
-    )
+    tuner = gpu_tuner(fake)
     job = Job()
     with pytest.raises(SystemExit) as stop:
         for i in range(100):

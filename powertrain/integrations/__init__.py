@@ -25,3 +25,22 @@ def single_batch_size(batch_size: Any, found: Any, framework: str) -> int | None
         )
     b = batch_size if batch_size is not None else found
     return None if b is None else int(b)
+
+
+def decision_metrics(decision: dict, time_column: str) -> dict[str, float]:
+    """One decision as the numbers both callbacks log (``powertrain/*``)."""
+    return {
+        "powertrain/power_cap_w": float(decision["power_cap_w"]),
+        f"powertrain/{time_column}": float(decision[time_column]),
+        "powertrain/power_w": float(decision["power_w"]),
+        "powertrain/measured": float(decision["measured"]),
+    }
+
+
+def summary_metrics(summary: Any) -> dict[str, float]:
+    """A tuner's summary as the numbers both callbacks log at the end of training."""
+    return {
+        "powertrain/n_measured": float(summary.n_measured),
+        "powertrain/minibatches_to_pick": float(summary.minibatches_to_pick),
+        "powertrain/explore_min": float(summary.explore_min),
+    }

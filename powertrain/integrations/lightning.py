@@ -14,7 +14,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from ..tuner import Tuner, TunerSummary
-from . import single_batch_size
+from . import decision_metrics, single_batch_size, summary_metrics
 
 
 class PowerTrainCallback(pl.Callback):
@@ -67,31 +67,16 @@ class PowerTrainCallback(pl.Callback):
         new = self.tuner.decisions[self._told :]
         self._told += len(new)
         for d in new:  # one point per decision, at the step it was made
-            tc = self.tuner.time_column
-            pl_module.log_dict(
-                {
-                    "powertrain/power_cap_w": float(d["power_cap_w"]),
-                    f"powertrain/{tc}": float(d[tc]),
-                    "powertrain/power_w": float(d["power_w"]),
-                    "powertrain/measured": float(d["measured"]),
-                },
-                on_step=True,
-                on_epoch=False,
-            )
+            metrics = decision_metrics(d, self.tuner.time_column)
+            pl_module.log_dict(metrics, on_step=True, on_epoch=False)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.tuner is None:
             return
         self.summary = self.tuner.close()
         if trainer.logger is not None and self.summary.active:
-            trainer.logger.log_metrics(
-                {
-                    "powertrain/n_measured": float(self.summary.n_measured),
-                    "powertrain/minibatches_to_pick": float(self.summary.minibatches_to_pick),
-                    "powertrain/explore_min": float(self.summary.explore_min),
-                },
-                step=trainer.global_step,
-            )
+            metrics = summary_metrics(self.summary)
+            trainer.logger.log_metrics(metrics, step=trainer.global_step)
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException

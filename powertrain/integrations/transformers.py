@@ -15,7 +15,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.utils import logging
 
 from ..tuner import Tuner, TunerSummary
-from . import single_batch_size
+from . import decision_metrics, single_batch_size, summary_metrics
 
 logger = logging.get_logger(__name__)
 
@@ -65,17 +65,9 @@ class PowerTrainCallback(TrainerCallback):
         self.tuner.on_step_end()
         new = self.tuner.decisions[self._told :]
         self._told += len(new)
-        tc = self.tuner.time_column
         for d in new:  # numbers only: the reporters read log_history as floats
-            state.log_history.append(
-                {
-                    "powertrain/power_cap_w": float(d["power_cap_w"]),
-                    f"powertrain/{tc}": float(d[tc]),
-                    "powertrain/power_w": float(d["power_w"]),
-                    "powertrain/measured": float(d["measured"]),
-                    "step": state.global_step,
-                }
-            )
+            metrics = decision_metrics(d, self.tuner.time_column)
+            state.log_history.append({**metrics, "step": state.global_step})
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -84,14 +76,8 @@ class PowerTrainCallback(TrainerCallback):
             return
         self.summary = self.tuner.close()
         if self.summary.active:
-            state.log_history.append(
-                {
-                    "powertrain/n_measured": float(self.summary.n_measured),
-                    "powertrain/minibatches_to_pick": float(self.summary.minibatches_to_pick),
-                    "powertrain/explore_min": float(self.summary.explore_min),
-                    "step": state.global_step,
-                }
-            )
+            metrics = summary_metrics(self.summary)
+            state.log_history.append({**metrics, "step": state.global_step})
 
     def __enter__(self) -> PowerTrainCallback:
         return self
