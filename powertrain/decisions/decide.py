@@ -30,7 +30,7 @@ import pandas as pd
 from ..errors import DataError, NoFeasibleModeError
 from ..optimise import _number
 from .loss import Assessment, assess
-from .posterior import LENGTH, Field, knob_space
+from .posterior import LENGTH, Field, knob_space, spread_scale
 from .study import (
     SETTLE_TOL,
     TOLERANCE,
@@ -513,6 +513,7 @@ def decide(
         if step.stop is not None:
             break
         study.rounds += 1
+        study.expect(step.take, _predicted(est, study.time_col))
         study.run(step.take, study.rounds, step.why)
     return _finish(study, step, shape, s, model, est)
 
@@ -600,7 +601,7 @@ def _step_table(
 ) -> _Step:  # fmt: skip
     """The cap table's expected loss; stop, or the rivals that remove most of it."""
     now = assess(
-        _predicted(est, study.time_col), study.measured, (study.m_time, study.m_power),
+        _calibrated(_predicted(est, study.time_col), study), study.measured, (study.m_time, study.m_power),
         shape.knobs, shape.caps, shape.factor, s.objective == "energy", s.draws, rng,
         Field(length=LENGTH if s.correlation is None else float(s.correlation)),
     )  # fmt: skip
@@ -698,6 +699,20 @@ def _predicted(
     t, st, p, sp = (time_col, f"{time_col}_std", "power_w", "power_w_std")
     return (est[t].to_numpy(float), est[st].to_numpy(float), est[p].to_numpy(float),
             est[sp].to_numpy(float))  # fmt: skip
+
+
+def _calibrated(
+    pred: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], study: Study
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The model's predictions with its time and power spreads scaled by how far its
+    earlier predictions of what the loop measured were off (:func:`~powertrain.decisions.
+    posterior.spread_scale`)."""
+    t, st, p, sp = pred
+    a_t, a_st, a_p, a_sp = study.ahead
+    ok = study.measured & np.isfinite(a_t)
+    z_t = np.log(study.m_time[ok] / a_t[ok]) / np.clip(a_st[ok] / a_t[ok], 1e-6, None)
+    z_p = (study.m_power[ok] - a_p[ok]) / np.clip(a_sp[ok], 1e-9, None)
+    return t, st * spread_scale(z_t), p, sp * spread_scale(z_p)
 
 
 def _cap_weights(caps: np.ndarray, weights: Sequence[float] | None) -> np.ndarray:

@@ -138,6 +138,9 @@ class Study:
         self.measured = np.zeros(len(cands), dtype=bool)
         self.m_time = np.full(len(cands), np.nan)
         self.m_power = np.full(len(cands), np.nan)
+        #: what the model predicted for a configuration when the loop chose to measure
+        #: it (time, its spread, power, its spread; nan: not chosen by a prediction)
+        self.ahead = np.full((4, len(cands)), np.nan)
         self.log: list[pd.DataFrame] = []
         self.board_s = 0.0
         self.n_new = 0
@@ -165,6 +168,12 @@ class Study:
             self.say(f"round {rnd}: measuring {shown}: {why[i]}")
         self.record(self._measure(configs), rnd, why)
         self.n_new += len(idx)
+
+    def expect(self, idx: np.ndarray, pred: tuple[np.ndarray, ...]) -> None:
+        """Keep what the model predicted for the candidates at ``idx`` before they are
+        measured: out-of-sample errors that say how far to trust its spread."""
+        for k, values in enumerate(pred):
+            self.ahead[k, idx] = np.asarray(values, float)[idx]
 
     def history(self) -> pd.DataFrame:
         """Every measurement so far, in order."""
