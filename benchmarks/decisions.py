@@ -60,7 +60,7 @@ from decision_peers import SAMPLERS, grid_values, peer_run  # noqa: E402
 WORKLOADS = ("mobilenetv3", "resnet18", "yolov8n", "bert-base", "lstm")
 TUNING = {"mobilenetv3": "tuning", "resnet18": "tuning"}
 CAPS = tuple(float(c) for c in range(17, 51))
-BUDGETS = (10, 13, 16, 19, 22, 25, 31, 40, 50)
+BUDGETS = (10, 15, 20, 25, 30, 40, 50)
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
@@ -154,10 +154,11 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None, method="table"
             for cap in caps:
                 board = ReplayBackend(corpus)
                 t0 = time.time()
-                dec = pt.decide(
-                    board, ref, float(cap), budget=budget, start=10, seed=d, method=method
-                )
-                for r in prefix_scores(dec.measurements, truth, np.array([cap]), board=corpus):
+                dec = pt.decide(board, ref, float(cap), budget=budget, seed=d, method=method)
+                scored = [k for k in BUDGETS if k <= budget]
+                for r in prefix_scores(
+                    dec.measurements, truth, np.array([cap]), scored, board=corpus
+                ):
                     rows.append(
                         {
                             **r,
@@ -193,9 +194,7 @@ def twin_shared(
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
         for d in _draw_ids(draws):
             t0 = time.time()
-            dec = pt.decide(
-                ReplayBackend(corpus), ref, every, budget=budget, start=10, seed=d, method=method
-            )
+            dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, seed=d, method=method)
             first.setdefault(wl, dec)
             for r in prefix_scores(dec.measurements, truth, caps, board=corpus):
                 rows.append(
@@ -350,7 +349,6 @@ def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial
                     ref,
                     caps,
                     budget=budget,
-                    start=10,
                     seed=d,
                     method=method,
                     protocol=protocol,
@@ -638,16 +636,25 @@ def report(out: dict) -> None:
                 f"{s['penalty_q3']:6.2f} {s['al1_pct']:7.1f} {s['no_pick_pct']:8.1f} "
                 f"{g.stopped_at.median():20.0f} {s['expected_median']:12.2f}"
             )
-        for wl, g in pc[pc.budget == 50].groupby("workload", sort=False):
+        top = int(pc.budget.max())
+        for wl, g in pc[pc.budget == 15].groupby("workload", sort=False):
             s = _summ(g)
             lines.append(
-                check(f"{wl} per-cap budget 50 median penalty %", s["penalty_median"], 0.5)
+                check(f"{wl} per-cap 15 measured, median penalty %", s["penalty_median"], 0.5)
                 + f"  (vs expected power: {s['expected_median']:.2f})"
             )
-            lines.append(check(f"{wl} per-cap budget 50 A/L+1 %", s["al1_pct"], 1.0))
-        stops = pc[pc.budget == 50].groupby("stop").size()
-        print("stop reasons (budget 50 runs): " + ", ".join(f"{k} {v}" for k, v in stops.items()))
-        print(f"board hours per decision (median): {pc[pc.budget == 50].board_h.median():.2f}")
+            lines.append(check(f"{wl} per-cap 15 measured, Q3 penalty %", s["penalty_q3"], 2.0))
+            lines.append(check(f"{wl} per-cap 15 measured, A/L+1 %", s["al1_pct"], 0.0))
+        s = _summ(pc[pc.budget == 15])
+        lines.append(
+            check("per-cap 15 measured, all workloads, median %", s["penalty_median"], 0.5)
+        )
+        lines.append(check("per-cap 15 measured, all workloads, Q3 %", s["penalty_q3"], 2.0))
+        stops = pc[pc.budget == top].groupby("stop").size()
+        print(
+            f"stop reasons (budget {top} runs): " + ", ".join(f"{k} {v}" for k, v in stops.items())
+        )
+        print(f"board hours per decision (median): {pc[pc.budget == top].board_h.median():.2f}")
     if "shared" in out:
         sh = pd.DataFrame(out["shared"])
         print(
@@ -764,6 +771,37 @@ def _budget_table(df: pd.DataFrame, by: list[str], budgets=(10, 15, 25, 50)) -> 
     return med.round(2).astype(str) + " / " + q3.round(2).astype(str)
 
 
+def _decide_rows(out: dict, peers: pd.DataFrame) -> pd.DataFrame:
+    """pt.decide's scored rows (sections 1 and 2) at the peers' workloads and caps, in
+    the peers' shape."""
+    parts = []
+    for key, mode in (("per_cap", "per-cap"), ("shared", "shared")):
+        if key not in out:
+            continue
+        df = pd.DataFrame(out[key])
+        p = peers[peers["mode"] == mode]
+        df = df[df.workload.isin(p.workload) & df.cap_w.isin(p.cap_w) & df.draw.isin(p.draw)]
+        parts.append(df.assign(strategy="pt.decide", mode=mode))
+    return pd.concat(parts, ignore_index=True) if parts else peers.iloc[:0]
+
+
+def _behind(both: pd.DataFrame, budgets=(10, 15, 25, 50)) -> tuple[int, int]:
+    """How many (mode, workload, budget) cells have pt.decide's median penalty above some
+    peer's, of how many compared."""
+    med = (
+        both[both.budget.isin(budgets)]
+        .groupby(["mode", "workload", "budget", "strategy"])
+        .penalty_pct.median()
+        .unstack("strategy")
+    )
+    if "pt.decide" not in med:
+        return 0, 0
+    peers = med.drop(columns="pt.decide")
+    med = med[med["pt.decide"].notna() & peers.notna().any(axis=1)]
+    worse = (med["pt.decide"].to_numpy()[:, None] > peers.loc[med.index].to_numpy()).any(axis=1)
+    return int(worse.sum()), len(med)
+
+
 def report_table(out: dict) -> list[str]:
     """Sections 6 and 7 (and the shared section's stop and board minutes): one table per
     setting, pt.decide beside both Optuna samplers at every budget; the targets."""
@@ -790,10 +828,20 @@ def report_table(out: dict) -> list[str]:
             )
     if "peers" in out and len(out["peers"]):
         pe = pd.DataFrame(out["peers"])
-        print("\n6. Optuna peers on the replayed boards (median / Q3 penalty %, by budget)")
-        for mode, g in pe.groupby("mode"):
+        print(
+            "\n6. pt.decide beside Optuna's samplers on the same replayed boards, caps and "
+            "draws\n   (median / Q3 penalty %, by budget; pt.decide's rows from sections 1 and 2)"
+        )
+        both = pd.concat([pe, _decide_rows(out, pe)], ignore_index=True)
+        for mode, g in both.groupby("mode"):
             print(f"{mode}:")
             print(_budget_table(g, ["workload", "strategy"]).to_string())
+        behind, cells = _behind(both)
+        lines.append(
+            check(
+                f"pt.decide behind a peer's median (of {cells} workload x budget cells)", behind, 0
+            )  # fmt: skip
+        )
     if "held_out" in out and len(out["held_out"]):
         ho = pd.DataFrame(out["held_out"])
         print(
@@ -881,13 +929,27 @@ def main(argv=None) -> dict:
         "--method", default="table", choices=("table", "contest"), help="pt.decide's method"
     )
     ap.add_argument(
-        "--peer-caps",
+        "--per-cap-caps",
         nargs="*",
         type=float,
         default=[20.0, 30.0, 40.0],
-        help="the per-cap caps of the peers section (the shared sweep: --caps)",
+        help="the caps decided one at a time, by pt.decide and by the peers (the shared "
+        "sweep: --caps)",
+    )
+    ap.add_argument(
+        "--per-cap-budget",
+        type=int,
+        default=50,
+        help="the budget of each per-cap decision (scored at every budget up to it)",
     )
     ap.add_argument("--samplers", nargs="*", default=list(SAMPLERS), choices=SAMPLERS)
+    ap.add_argument(
+        "--held-out-runs",
+        nargs="*",
+        default=list(HELD_OUT_RUNS),
+        choices=list(HELD_OUT_RUNS),
+        help="pt.decide's runs in the held-out section",
+    )
     ap.add_argument("--json")
     ap.add_argument("--png")
     ap.add_argument("--show", metavar="JSON", help="print the tables of a saved --json run")
@@ -942,7 +1004,12 @@ def main(argv=None) -> dict:
             save()
 
         out["per_cap"] = twin_per_cap(
-            args.workloads, caps, ids, partial=partial, method=args.method
+            args.workloads,
+            optimisation.check_caps(args.per_cap_caps),
+            ids,
+            budget=args.per_cap_budget,
+            partial=partial,
+            method=args.method,
         ).to_dict("records")
         save()
     shared_first: dict = {}
@@ -981,7 +1048,7 @@ def main(argv=None) -> dict:
             save()
 
         out["peers"] = peers(
-            args.workloads, args.peer_caps, caps, ids, args.samplers, partial=partial_peers
+            args.workloads, args.per_cap_caps, caps, ids, args.samplers, partial=partial_peers
         ).to_dict("records")
         save()
     if "held-out" in args.sections:
@@ -990,9 +1057,12 @@ def main(argv=None) -> dict:
             out["held_out"] = rows
             save()
 
-        out["held_out"] = held_out(ids, samplers=args.samplers, partial=partial_held).to_dict(
-            "records"
-        )
+        out["held_out"] = held_out(
+            ids,
+            methods={k: HELD_OUT_RUNS[k] for k in args.held_out_runs},
+            samplers=args.samplers,
+            partial=partial_held,
+        ).to_dict("records")
         save()
     out["wall_s"] = time.time() - t0
     save()

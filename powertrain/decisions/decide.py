@@ -426,7 +426,7 @@ def decide(
     r: Any = None,
     objective: str = "time",
     start: int | None = None,
-    per_round: int = 3,
+    per_round: int = 2,
     confidence: float = 0.9,
     patience: int = 4,
     tolerance: float = TOLERANCE,
@@ -454,8 +454,11 @@ def decide(
     of ``batch_size, epochs``) the cost is time (``objective="energy"``: energy) to
     accuracy, so batch size is chosen jointly with the knobs.
 
-    The loop: measure ``start`` stratified configurations (default a third of the budget,
-    5 to 10), transfer, then ``per_round`` at a time, re-transferring after each round.
+    The loop: measure ``start`` stratified configurations (default 5, the fewest a
+    transfer takes), transfer, then ``per_round`` at a time, re-transferring after each
+    round. Each forecast is checked against what it measured, and the model's spreads
+    are scaled by those out-of-sample errors before the next round
+    (:func:`~powertrain.decisions.posterior.spread_scale`).
     With ``method="table"`` (default) the unmeasured configurations are drawn jointly
     from an error field in which neighbours err together (:mod:`powertrain.decisions.
     posterior`; ``correlation``: its length in standardised log-knob units, 0 for
@@ -513,7 +516,8 @@ def decide(
         if step.stop is not None:
             break
         study.rounds += 1
-        study.expect(step.take, _predicted(est, study.time_col))
+        if step.forecast is not None:
+            study.expect(step.take, step.forecast)
         study.run(step.take, study.rounds, step.why)
     return _finish(study, step, shape, s, model, est)
 
@@ -544,6 +548,9 @@ class _Step:
     stop: str | None
     take: np.ndarray
     why: list[str]
+    #: 4 x candidates: what the loop expects each to measure, at unit spread scale
+    #: (Study.ahead; None: the contest loop does not forecast)
+    forecast: np.ndarray | None = None
 
 
 def _open(
@@ -600,8 +607,11 @@ def _step_table(
     history: list,
 ) -> _Step:  # fmt: skip
     """The cap table's expected loss; stop, or the rivals that remove most of it."""
+    t, st, p, sp = _predicted(est, study.time_col)
+    z_t, z_p = study.surprise()
+    scale_t, scale_p = spread_scale(z_t), spread_scale(z_p)
     now = assess(
-        _calibrated(_predicted(est, study.time_col), study), study.measured, (study.m_time, study.m_power),
+        (t, st * scale_t, p, sp * scale_p), study.measured, (study.m_time, study.m_power),
         shape.knobs, shape.caps, shape.factor, s.objective == "energy", s.draws, rng,
         Field(length=LENGTH if s.correlation is None else float(s.correlation)),
     )  # fmt: skip
@@ -614,8 +624,10 @@ def _step_table(
         why = [_why_table(now, j, shape.caps, shape.weights, est.iloc[j], study.time_col)
                for j in take]  # fmt: skip
         stop = None if take.size else "exhausted"
+    forecast = now.forecast / np.array([1.0, scale_t, 1.0, scale_p])[:, None]
     return _Step(now.mu_t, now.mu_p, now.sd_p, now.incumbent, now.loss.beaten,
-                 now.loss.per_cap, now.loss.total(shape.weights), stop, take, why)  # fmt: skip
+                 now.loss.per_cap, now.loss.total(shape.weights), stop, take, why,
+                 forecast)  # fmt: skip
 
 
 def _step_contest(
@@ -699,20 +711,6 @@ def _predicted(
     t, st, p, sp = (time_col, f"{time_col}_std", "power_w", "power_w_std")
     return (est[t].to_numpy(float), est[st].to_numpy(float), est[p].to_numpy(float),
             est[sp].to_numpy(float))  # fmt: skip
-
-
-def _calibrated(
-    pred: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], study: Study
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The model's predictions with its time and power spreads scaled by how far its
-    earlier predictions of what the loop measured were off (:func:`~powertrain.decisions.
-    posterior.spread_scale`)."""
-    t, st, p, sp = pred
-    a_t, a_st, a_p, a_sp = study.ahead
-    ok = study.measured & np.isfinite(a_t)
-    z_t = np.log(study.m_time[ok] / a_t[ok]) / np.clip(a_st[ok] / a_t[ok], 1e-6, None)
-    z_p = (study.m_power[ok] - a_p[ok]) / np.clip(a_sp[ok], 1e-9, None)
-    return t, st * spread_scale(z_t), p, sp * spread_scale(z_p)
 
 
 def _cap_weights(caps: np.ndarray, weights: Sequence[float] | None) -> np.ndarray:

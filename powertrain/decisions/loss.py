@@ -87,6 +87,9 @@ class Assessment:
     mu_p: np.ndarray
     sd_p: np.ndarray
     cost: np.ndarray
+    #: 4 x candidates: each rival's posterior mean and sd of log time, mean and sd of
+    #: power (nan for the others): what it is expected to measure
+    forecast: np.ndarray
 
 
 #: sigmas beyond which a configuration is no rival under a cap
@@ -131,7 +134,12 @@ def assess(
     p = pp[rivals, None] + sdp[rivals, None] * g_p
     k = t * factor[rivals, None] * (p if energy else 1.0)
     loss = table_loss(k, p, best, caps)
-    return Assessment(incumbent, loss, rivals, mu_t, mu_p, np.where(measured, 0.0, sp), cost)
+    forecast = np.full((4, len(pt_)), np.nan)
+    log_t = np.log(t)
+    forecast[:, rivals] = [log_t.mean(1), log_t.std(1), p.mean(1), p.std(1)]
+    return Assessment(
+        incumbent, loss, rivals, mu_t, mu_p, np.where(measured, 0.0, sp), cost, forecast
+    )
 
 
 def _incumbents(
