@@ -322,9 +322,11 @@ def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial
     would: the table method with the settled and the fixed 40-minibatch protocol, and the
     earlier contest loop with the fixed one (today's decide); the Optuna peers measure
     with the fixed protocol. Scored on expected power."""
+    from importlib.resources import files
+
     from powertrain.backends import TwinBackend
 
-    spec = Path(pt.__file__).resolve().parent / "_examples" / HELD_OUT_DEVICE
+    spec = files("powertrain._examples") / HELD_OUT_DEVICE
     twin = pt.Twin(pt.get_device(str(spec)), HELD_OUT_WORKLOAD, seed=0)
     bs = int(twin.workload.default_batch_size)
     grid = twin.device.profiling_grid()

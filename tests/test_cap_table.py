@@ -2,11 +2,20 @@
 round that spreads over the caps."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from powertrain.decisions.decide import _batch
 from powertrain.decisions.loss import table_loss
-from powertrain.decisions.posterior import Field, field_draws, knob_space
+from powertrain.decisions.posterior import (
+    CLIP_Z,
+    PRIOR_N,
+    Field,
+    field_draws,
+    knob_space,
+    spread_scale,
+)
+from powertrain.decisions.study import Study
 
 
 def _line(n=41):
@@ -46,6 +55,33 @@ def test_the_loss_is_how_much_slower_the_pick_may_be_and_goes_to_who_wins():
     assert loss.per_cap[1] == 0 and loss.beaten[1] == 0
     no_pick = table_loss(cost, power, best=np.array([np.inf]), caps=np.array([20.0]))
     assert no_pick.per_cap[0] == 1.0  # a cap without a pick where something fits: 100 %
+
+
+def test_the_spread_is_scaled_by_how_far_the_forecasts_were_off():
+    assert spread_scale(np.array([])) == 1.0  # nothing measured yet: the model's own
+    narrow = spread_scale(np.full(40, 0.3))  # forecasts off by 0.3 sigma, 40 times
+    assert narrow == pytest.approx(np.sqrt((PRIOR_N + 40 * 0.09) / (PRIOR_N + 40)))
+    assert narrow < 0.45
+    assert spread_scale(np.full(3, 0.3)) > narrow  # three errors say less than forty
+    assert spread_scale(np.full(40, 1.8)) > 1.5  # an overconfident model is widened
+    # one odd mode 5.5 sigma off counts as CLIP_Z: it cannot widen every spread 3-fold
+    one_odd = spread_scale(np.array([5.5]))
+    assert one_odd == pytest.approx(np.sqrt((PRIOR_N + CLIP_Z**2) / (PRIOR_N + 1)))
+    assert spread_scale(np.array([np.nan, 0.3])) == spread_scale(np.array([0.3]))
+
+
+def test_the_study_keeps_each_forecast_and_what_it_measured():
+    cands = pd.DataFrame({"f": [1.0, 2.0, 3.0]})
+    study = Study(cands, ["f"], "time_ms", measure=lambda c: c.assign(time_ms=110.0, power_w=21.0),
+                  check=lambda rows, given: None, say=lambda line: None)  # fmt: skip
+    forecast = np.full((4, 3), np.nan)
+    forecast[:, 1] = [np.log(100.0), 0.05, 20.0, 0.5]  # 100 ms +-5 %, 20 +- 0.5 W
+    study.expect(np.array([1]), forecast)
+    study.run(np.array([1]), 1, ["test"])
+    study.run(np.array([2]), 1, ["not forecast"])
+    z_t, z_p = study.surprise()
+    assert z_t.tolist() == pytest.approx([np.log(1.1) / 0.05])  # only the forecast one
+    assert z_p.tolist() == pytest.approx([2.0])
 
 
 def test_a_round_spreads_over_the_caps():

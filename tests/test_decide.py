@@ -175,6 +175,15 @@ def test_a_cap_table_settles_on_its_expected_loss_and_reports_it(table, referenc
     assert back.measured.tolist() == [p.measured for p in loose.picks]
 
 
+def test_the_start_is_the_fewest_a_transfer_takes_then_two_a_round(table, reference):
+    """By default 5 start configurations, then 2 a round."""
+    d = pt.decide(ReplayBackend(table), reference, 30.0, budget=9, tolerance=0.0,
+                  transfer_options=QUICK)  # fmt: skip
+    rounds = d.measurements["round"].value_counts().sort_index()
+    assert rounds.iloc[0] == 5 and (rounds.iloc[1:] <= 2).all()
+    assert d.n_measured == 9
+
+
 def test_the_lowest_cap_is_reached_first(table, reference):
     """A cap under which nothing is measured yet weighs a whole pick: the first round
     after the start measures for the lowest caps without one."""
