@@ -839,11 +839,11 @@ def report_table(out: dict) -> list[str]:
             print(f"{mode}:")
             print(_budget_table(g, ["workload", "strategy"]).to_string())
         behind, cells = _behind(both)
-        lines.append(
-            check(
-                f"pt.decide behind a peer's median (of {cells} workload x budget cells)", behind, 0
-            )  # fmt: skip
-        )
+        if cells:
+            what = f"pt.decide behind a peer's median (of {cells} workload x budget cells)"
+            lines.append(check(what, behind, 0))
+        else:
+            lines.append("  pt.decide against the peers: not compared (run sections 1 and 2 too)")
     if "held_out" in out and len(out["held_out"]):
         ho = pd.DataFrame(out["held_out"])
         print(

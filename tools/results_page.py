@@ -201,6 +201,8 @@ def decisions(data: dict) -> str:
         ("per_cap", ["workload", "budget"]),
         ("shared", ["workload", "budget"]),
         ("real", ["gpu"]),
+        ("peers", ["mode", "workload", "strategy", "budget"]),
+        ("held_out", ["strategy", "budget"]),
     ):
         df = records(data, key)
         if df.empty:
@@ -210,6 +212,7 @@ def decisions(data: dict) -> str:
             {
                 "decisions": g.size(),
                 "penalty_median": g.penalty_pct.median(),
+                "penalty_q3": g.penalty_pct.quantile(0.75),
                 "over_cap_1w_pct": g.excess_w.apply(lambda s: float((s > 1).mean() * 100)),
                 "measured_median": g.n_measured.median(),
             }
