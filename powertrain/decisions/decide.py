@@ -11,9 +11,12 @@ configuration *measured* under the cap, so what is returned has been seen on the
 The chance that a configuration is the fastest feasible one comes from the model's
 spread: each unmeasured configuration's time (log-normal) and power (normal) are drawn
 from its prediction and 1-sigma spread, measured ones are taken as measured, and the
-share of draws in which it is the fastest under the cap is its probability. Draws are
-independent per configuration, which overstates the chance that *some* unmeasured one
-wins (neighbouring predictions err together), so the loop errs on measuring more.
+share of draws in which it is the fastest under the cap is its probability. The default
+(``method="table"``) draws them jointly, neighbours erring together
+(:mod:`~powertrain.decisions.posterior`), with the spread scaled by how far the loop's
+own forecasts were off; the earlier loop (``"contest"``) draws each one independently,
+which overstates the chance that *some* unmeasured one wins, so it errs on measuring
+more.
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ SETTLE_TOL = 0.01
 MIN_TRANSFER = 5
 #: the stop's bound on the expected relative loss (table) or a challenger's expected
 #: improvement (contest). Chosen on the tuning corpora only (Orin AGX MobileNetV3 and
-#: ResNet-18, 34 caps 17-50 W, budget 50, 8 draws each): at 1 % the table stopped at a
-#: median of 40 measured with a 1.65 % median penalty, at 0.5 % at 47 with 1.15 %
+#: ResNet-18, 34 caps 17-50 W, budget 50, 8 draws each, the spread scaled by the
+#: network's own out-of-sample errors): at 1 % the table stopped at a median of 40
+#: measured with a 1.65 % median penalty, at 0.5 % at 47 with 1.15 %
 TOLERANCE = 0.005
 
 
