@@ -26,7 +26,8 @@ PAGES = sorted(p for p in DOCS.glob("*.md"))
 SKIP = re.compile(r"^# skip: (\S.*)$")
 #: words of a development log, which belong in commit messages, not in the docs
 DEV_LOG = re.compile(
-    r"this stop|previous (run|stop|code)|issue \d+|the older paragraph|before this change|"
+    r"this\s+stop|previous\s+(run|stop|code)|issue\s+\d+|the\s+older\s+paragraph|"
+    r"before\s+this\s+change|"
     r"rerun on the final code",
     re.IGNORECASE,
 )
