@@ -4,8 +4,9 @@ Every decision runs against a :class:`~powertrain.backends.ReplayBackend`: a boa
 answers from a recorded table, charges the board time each measurement cost and refuses
 configurations it has no record of.
 
-1. Twin, Orin AGX, one decision per cap: ``pt.decide(board, ref, cap, budget=50,
-   start=10)`` over the 4,368-mode grid; the board replays the twin corpus
+1. Twin, Orin AGX, one decision per cap (``--per-cap-caps``, default 20/30/40 W):
+   ``pt.decide(board, ref, cap, budget=--per-cap-budget)`` with its default settings
+   over the 4,368-mode grid; the board replays the twin corpus
    (``datasets/orin-agx_{workload}_bs16.csv``, the twin's measurements); a pick is scored
    on its true time (``Twin.expected``, no measurement noise) against the fastest
    configuration whose power *as the board records it* fits the cap: the best a decision
