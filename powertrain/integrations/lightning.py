@@ -13,45 +13,24 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from ..tuner import Tuner, TunerSummary
-from . import decision_metrics, single_batch_size, summary_metrics
+from . import TunerHooks
 
 
-class PowerTrainCallback(pl.Callback):
+class PowerTrainCallback(TunerHooks, pl.Callback):
     """Run a :class:`~powertrain.Tuner` around every training batch.
 
     ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner;
     ``batch_size`` defaults to the train dataloader's.
     """
 
-    def __init__(
-        self,
-        board: Any,
-        reference: Any,
-        power_cap_w: Any,
-        *,
-        batch_size: int | None = None,
-        **tuner_options: Any,
-    ):
-        super().__init__()
-        self.board, self.reference, self.power_cap_w = board, reference, power_cap_w
-        self.batch_size, self.tuner_options = batch_size, tuner_options
-        self.tuner: Tuner | None = None
-        self.summary: TunerSummary | None = None
-        self._told = 0
-
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        loader = trainer.train_dataloader
-        found = getattr(loader, "batch_size", None)
-        b = single_batch_size(self.batch_size, found, "PowerTrainCallback")
-        options = {"log": rank_zero_info, **self.tuner_options}
-        self.tuner = Tuner(self.board, self.reference, self.power_cap_w, batch_size=b, **options)
+        found = getattr(trainer.train_dataloader, "batch_size", None)
+        self.start_tuner(found, rank_zero_info)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self.tuner is not None:
-            self.tuner.on_step_begin()
+        self.step_begin()
 
     def on_train_batch_end(
         self,
@@ -61,25 +40,15 @@ class PowerTrainCallback(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        if self.tuner is None:
-            return
-        self.tuner.on_step_end()
-        new = self.tuner.decisions[self._told :]
-        self._told += len(new)
-        for d in new:  # one point per decision, at the step it was made
-            metrics = decision_metrics(d, self.tuner.time_column)
+        for metrics in self.step_end():  # one point per decision, at the step it was made
             pl_module.log_dict(metrics, on_step=True, on_epoch=False)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.tuner is None:
-            return
-        self.summary = self.tuner.close()
-        if trainer.logger is not None and self.summary.active:
-            metrics = summary_metrics(self.summary)
+        metrics = self.finish()
+        if trainer.logger is not None and metrics is not None:
             trainer.logger.log_metrics(metrics, step=trainer.global_step)
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
-        if self.tuner is not None:
-            self.tuner.abort()
+        self.abort()

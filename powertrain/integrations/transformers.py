@@ -14,13 +14,12 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.utils import logging
 
-from ..tuner import Tuner, TunerSummary
-from . import decision_metrics, single_batch_size, summary_metrics
+from . import TunerHooks
 
 logger = logging.get_logger(__name__)
 
 
-class PowerTrainCallback(TrainerCallback):
+class PowerTrainCallback(TunerHooks, TrainerCallback):
     """Run a :class:`~powertrain.Tuner` around every optimizer step.
 
     ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner;
@@ -28,63 +27,34 @@ class PowerTrainCallback(TrainerCallback):
     accumulation a step is one optimizer step (its minibatches timed together).
     """
 
-    def __init__(
-        self,
-        board: Any,
-        reference: Any,
-        power_cap_w: Any,
-        *,
-        batch_size: int | None = None,
-        **tuner_options: Any,
-    ):
-        self.board, self.reference, self.power_cap_w = board, reference, power_cap_w
-        self.batch_size, self.tuner_options = batch_size, tuner_options
-        self.tuner: Tuner | None = None
-        self.summary: TunerSummary | None = None
-        self._told = 0
-
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        found = args.per_device_train_batch_size
-        b = single_batch_size(self.batch_size, found, "PowerTrainCallback")
-        options = {"log": logger.info, **self.tuner_options}
-        self.tuner = Tuner(self.board, self.reference, self.power_cap_w, batch_size=b, **options)
+        self.start_tuner(args.per_device_train_batch_size, logger.info)
 
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        if self.tuner is not None:
-            self.tuner.on_step_begin()
+        self.step_begin()
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        if self.tuner is None:
-            return
-        self.tuner.on_step_end()
-        new = self.tuner.decisions[self._told :]
-        self._told += len(new)
-        for d in new:  # numbers only: the reporters read log_history as floats
-            metrics = decision_metrics(d, self.tuner.time_column)
+        for metrics in self.step_end():  # numbers only: the reporters read them as floats
             state.log_history.append({**metrics, "step": state.global_step})
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        if self.tuner is None:
-            return
-        self.summary = self.tuner.close()
-        if self.summary.active:
-            metrics = summary_metrics(self.summary)
+        metrics = self.finish()
+        if metrics is not None:
             state.log_history.append({**metrics, "step": state.global_step})
 
     def __enter__(self) -> PowerTrainCallback:
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
-        if self.tuner is not None:
-            if kind is not None:
-                self.tuner.abort()
-            else:
-                self.tuner.close()
+        if kind is not None:
+            self.abort()
+        elif self.tuner is not None:
+            self.tuner.close()
