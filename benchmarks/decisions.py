@@ -147,6 +147,7 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None, method="table"
     """Section 1: one ``pt.decide`` per (workload, cap, draw); ``partial(rows)`` is
     called after each decision (a long run keeps what it finished)."""
     rows: list[dict] = []
+    scored = [k for k in BUDGETS if k <= budget]  # what a budget-k run would have measured
     for wl in workloads:
         truth = _truth(wl)
         ref = pt.Predictor.from_pretrained(reference_for(wl))
@@ -156,7 +157,6 @@ def twin_per_cap(workloads, caps, draws, budget=50, partial=None, method="table"
                 board = ReplayBackend(corpus)
                 t0 = time.time()
                 dec = pt.decide(board, ref, float(cap), budget=budget, seed=d, method=method)
-                scored = [k for k in BUDGETS if k <= budget]
                 for r in prefix_scores(
                     dec.measurements, truth, np.array([cap]), scored, board=corpus
                 ):

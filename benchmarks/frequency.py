@@ -249,15 +249,17 @@ def _predict_all(models: dict, ref_df, train, df) -> dict[str, dict[str, np.ndar
     return out
 
 
+def _case(wl: str, k: int, d: int) -> dict:
+    """The columns that name a result row's case: workload, its model, k clocks, draw."""
+    return dict(workload=wl, model=model_of(wl), k=k, draw=d)
+
+
 def _accuracy_rows(models, ref_df, df, wl, k, d, idx) -> list[dict]:
     train, test = df.iloc[idx], df.drop(df.index[idx])
     preds = _predict_all(models, ref_df, train, test)
     return [
         dict(
-            workload=wl,
-            model=model_of(wl),
-            k=k,
-            draw=d,
+            **_case(wl, k, d),
             method=m,
             time_mape=mape(test.time_ms, p["time_ms"]),
             power_mape=mape(test.power_w, p["power_w"]),
@@ -285,10 +287,7 @@ def _decision_rows(models, ref_df, df, wl, k, d, idx) -> list[dict]:
             for name, j in picks.items():
                 rows.append(
                     dict(
-                        workload=wl,
-                        model=model_of(wl),
-                        k=k,
-                        draw=d,
+                        **_case(wl, k, d),
                         method=name,
                         bound_pct=100 * s,
                         pick_mhz=float(df.gpu_mhz[j]),
