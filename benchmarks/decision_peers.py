@@ -9,7 +9,7 @@ from its own record without charging the board again, and the run goes on until
 ``budget`` distinct configurations are measured (at most 4 x budget trials).
 
 * per cap: minimise time with the constraint power - cap <= 0 (Optuna's
-  ``constraints_func``, the constrained TPE of Watanabe & Hutter 2023 and the
+  ``Trial.set_constraint``, the constrained TPE of Watanabe & Hutter 2023 and the
   constrained log-EI of its GP sampler); no prior knowledge of the workload;
 * shared budget: minimise (time, power) jointly, the cap table read off the measured
   configurations (the fastest measured under each cap), as :func:`prefix_scores` scores
@@ -30,16 +30,16 @@ import pandas as pd
 SAMPLERS = ("optuna-tpe", "optuna-gp")
 
 
-def _sampler(name: str, seed: int, constrained: bool):
+def _sampler(name: str, seed: int):
+    """The sampler; a constrained run's trials carry their constraint themselves
+    (``Trial.set_constraint``, which Optuna 5's samplers read in place of the
+    deprecated ``constraints_func``)."""
     import optuna
 
-    constraints = (lambda t: (t.user_attrs["over_w"],)) if constrained else None
     if name == "optuna-tpe":
-        return optuna.samplers.TPESampler(
-            seed=seed, constraints_func=constraints, multivariate=True
-        )
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
     if name == "optuna-gp":
-        return optuna.samplers.GPSampler(seed=seed, constraints_func=constraints)
+        return optuna.samplers.GPSampler(seed=seed)
     raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {name!r}")
 
 
@@ -68,13 +68,13 @@ def peer_run(
             order.append(row)
         row = seen[key]
         if cap is not None:
-            trial.set_user_attr("over_w", float(row.power_w) - cap)
+            trial.set_constraint("over_w", float(row.power_w) - cap)
             return float(row.time_ms)
         return float(row.time_ms), float(row.power_w)
 
     directions = ["minimize"] if cap is not None else ["minimize", "minimize"]
     study = optuna.create_study(
-        directions=directions, sampler=_sampler(name, seed, cap is not None)
+        directions=directions, sampler=_sampler(name, seed)
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # experimental-feature warnings
