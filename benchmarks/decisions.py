@@ -32,9 +32,17 @@ configurations it has no record of.
    schedule (the true optimum under each cap, no profiling), and a lower bound for
    re-profiling at each change (the same picks plus 10 configurations of board time per
    change); per cap, how much slower than the oracle's each run's pick is.
+6. Peers: Optuna's constrained TPE and GP samplers on the boards, caps and draws of
+   sections 1 and 2 (benchmarks/decision_peers.py), in one table with pt.decide's rows.
+7. Held out: a Jetson outside the catalog (``HELD_OUT_DEVICE``) with a workload no
+   default was chosen on, on a live twin, one shared budget over its own range.
+8. Cross-device cases of the tuning set (``CROSS_DEVICE``): section 7's run on catalog
+   devices, for judging a change meant for transfers across devices without looking at
+   section 7.
 
     python benchmarks/decisions.py [--draws N] [--caps ...] [--workloads ...]
-        [--sections per-cap shared baselines real schedule] [--json PATH] [--png PATH]
+        [--sections per-cap shared baselines real schedule peers held-out cross-device]
+        [--json PATH] [--png PATH]
 """
 
 from __future__ import annotations
@@ -65,7 +73,16 @@ BUDGETS = (10, 15, 20, 25, 30, 40, 50)
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
-SECTIONS = ("per-cap", "shared", "baselines", "real", "schedule", "peers", "held-out")
+SECTIONS = (
+    "per-cap",
+    "shared",
+    "baselines",
+    "real",
+    "schedule",
+    "peers",
+    "held-out",
+    "cross-device",
+)
 TRUTH = (
     "penalty: true time (Twin.expected) of the pick over the fastest configuration whose "
     "power as the\nreplayed board records it fits the cap (what a measured decision can "
@@ -306,6 +323,10 @@ def peers(workloads, caps, shared_caps, draws, samplers=SAMPLERS, budget=50, par
 #: default was chosen on (the five above never include it)
 HELD_OUT_DEVICE = "orin-nx-16gb.json"
 HELD_OUT_WORKLOAD = "transformer-char"
+#: section 8, the cross-device cases of the tuning set (catalog devices, twin workloads
+#: outside the five): they, not the held-out device, judge a change meant for a transfer
+#: across devices
+CROSS_DEVICE = (("orin-nano", "resnet18-cifar"), ("xavier-agx", "mobilenetv2-cifar"))
 
 
 #: pt.decide's runs in section 7: name -> (method, protocol)
@@ -316,9 +337,13 @@ HELD_OUT_RUNS = {
 }
 
 
-def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial=None):
+def held_out(
+    draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial=None,
+    device=HELD_OUT_DEVICE, workload=HELD_OUT_WORKLOAD,
+):  # fmt: skip
     """Section 7: the held-out device and workload on a live twin board (its measurement
-    noise), the cap table over the device's own range in 0.5 W steps, one shared budget;
+    noise), the cap table over the device's own range in 0.5 W steps, one shared budget
+    (``device``: a catalog name, or a spec file among the package's examples);
     ``pt.decide`` transfers the Orin AGX ResNet-18 reference across devices, as a new user
     would: the table method with the settled and the fixed 40-minibatch protocol, and the
     earlier contest loop with the fixed one (today's decide); the Optuna peers measure
@@ -327,8 +352,8 @@ def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial
 
     from powertrain.backends import TwinBackend
 
-    spec = files("powertrain._examples") / HELD_OUT_DEVICE
-    twin = pt.Twin(pt.get_device(str(spec)), HELD_OUT_WORKLOAD, seed=0)
+    spec = str(files("powertrain._examples") / device) if device.endswith(".json") else device
+    twin = pt.Twin(pt.get_device(spec), workload, seed=0)
     bs = int(twin.workload.default_batch_size)
     grid = twin.device.profiling_grid()
     truth = twin.expected(grid, bs)
@@ -344,7 +369,7 @@ def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial
     for d in _draw_ids(draws):
         for name in [*methods, *samplers]:
             t0 = time.time()
-            board = TwinBackend(pt.Twin(twin.device, HELD_OUT_WORKLOAD, seed=0))
+            board = TwinBackend(pt.Twin(twin.device, workload, seed=0))
             if name in methods:
                 method, protocol = methods[name]
                 dec = pt.decide(
@@ -385,13 +410,13 @@ def held_out(draws, budget=50, methods=HELD_OUT_RUNS, samplers=SAMPLERS, partial
                         "strategy": name,
                         "draw": d,
                         "board_min": board_min,
-                        "workload": HELD_OUT_WORKLOAD,
+                        "workload": workload,
                         "device": twin.device.name,
                     }
                 )
             if partial is not None:
                 partial(rows)
-            print(f"  held-out {name} draw {d}: {time.time() - t0:.0f} s", flush=True)
+            print(f"  {twin.device.name} {name} draw {d}: {time.time() - t0:.0f} s", flush=True)
     return pd.DataFrame(rows)
 
 
@@ -864,6 +889,16 @@ def report_table(out: dict) -> list[str]:
             lines.append(check("held-out shared budget 50 Q3 penalty %", s["penalty_q3"], 3.0))
             lines.append(check("held-out caps without a pick %", s["no_pick_pct"], 0.0))
             lines.append(check("held-out picks > 1 W over the cap %", s["al1_pct"], 0.0))
+    if "cross_device" in out and len(out["cross_device"]):
+        cd = pd.DataFrame(out["cross_device"])
+        print(
+            "\n8. Cross-device cases of the tuning set: the Orin AGX ResNet-18 reference "
+            "transferred to another catalog device on a live twin, caps in 0.5 W steps over "
+            "its range, one shared budget (median / Q3 penalty % by budget; no-pick % at 50)"
+        )
+        print(_budget_table(cd, ["device", "workload"], budgets=(10, 25, 50)).to_string())
+        at50 = cd[cd.budget == 50].groupby(["device", "workload"]).no_pick.mean() * 100
+        print(at50.round(1).to_string())
     return lines
 
 
@@ -1066,6 +1101,21 @@ def main(argv=None) -> dict:
             samplers=args.samplers,
             partial=partial_held,
         ).to_dict("records")
+        save()
+    if "cross-device" in args.sections:
+        rows: list[dict] = []
+        for device, workload in CROSS_DEVICE:
+
+            def partial_cross(part: list[dict], before: tuple = tuple(rows)) -> None:
+                out["cross_device"] = [*before, *part]
+                save()
+
+            table = {"table": HELD_OUT_RUNS["table"]}
+            rows.extend(held_out(
+                ids, methods=table, samplers=(), partial=partial_cross, device=device,
+                workload=workload,
+            ).to_dict("records"))  # fmt: skip
+        out["cross_device"] = rows
         save()
     out["wall_s"] = time.time() - t0
     save()

@@ -73,3 +73,15 @@ def test_an_optuna_peer_measures_distinct_configurations_in_order():
     )
     assert len(m) == 6 == len(calls) and m["round"].tolist() == list(range(6))
     assert not m.duplicated(["a", "b"]).any() and (m.batch_size == 8).all()
+
+
+def test_the_held_out_run_takes_a_catalog_device_for_the_cross_device_cases():
+    """Section 8 runs section 7's code on the tuning set's catalog devices: the rows name
+    the device and workload asked for, and the caps span that device's own range."""
+    rows = bench.held_out(
+        1, budget=10, methods={"table": bench.HELD_OUT_RUNS["table"]}, samplers=(),
+        device="orin-nano", workload="resnet18-cifar",
+    )  # fmt: skip
+    assert set(rows.device) == {"orin-nano"} and set(rows.workload) == {"resnet18-cifar"}
+    assert rows.cap_w.min() > 4 and rows.cap_w.max() < 8  # Orin Nano's twin: 4-8 W
+    assert (rows[rows.budget == 10].n_measured <= 10).all()
