@@ -203,6 +203,7 @@ def decisions(data: dict) -> str:
         ("real", ["gpu"]),
         ("peers", ["mode", "workload", "strategy", "budget"]),
         ("held_out", ["strategy", "budget"]),
+        ("cross_device", ["device", "workload", "budget"]),
     ):
         df = records(data, key)
         if df.empty:
