@@ -73,9 +73,7 @@ def peer_run(
         return float(row.time_ms), float(row.power_w)
 
     directions = ["minimize"] if cap is not None else ["minimize", "minimize"]
-    study = optuna.create_study(
-        directions=directions, sampler=_sampler(name, seed)
-    )
+    study = optuna.create_study(directions=directions, sampler=_sampler(name, seed))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # experimental-feature warnings
         for _ in range(4 * budget):

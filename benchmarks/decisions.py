@@ -896,8 +896,9 @@ def report_table(out: dict) -> list[str]:
             "transferred to another catalog device on a live twin, caps in 0.5 W steps over "
             "its range, one shared budget (median / Q3 penalty % by budget; no-pick % at 50)"
         )
-        print(_budget_table(cd, ["device", "workload"], budgets=(10, 25, 50)).to_string())
-        at50 = cd[cd.budget == 50].groupby(["device", "workload"]).no_pick.mean() * 100
+        by = ["device", "workload", "strategy"]
+        print(_budget_table(cd, by, budgets=(10, 25, 50)).to_string())
+        at50 = cd[cd.budget == 50].groupby(by).no_pick.mean() * 100
         print(at50.round(1).to_string())
     return lines
 
@@ -986,7 +987,7 @@ def main(argv=None) -> dict:
         nargs="*",
         default=list(HELD_OUT_RUNS),
         choices=list(HELD_OUT_RUNS),
-        help="pt.decide's runs in the held-out section",
+        help="pt.decide's runs in sections 7 (held out) and 8 (cross-device)",
     )
     ap.add_argument("--json")
     ap.add_argument("--png")
@@ -1110,9 +1111,9 @@ def main(argv=None) -> dict:
                 out["cross_device"] = [*before, *part]
                 save()
 
-            table = {"table": HELD_OUT_RUNS["table"]}
             rows.extend(held_out(
-                ids, methods=table, samplers=(), partial=partial_cross, device=device,
+                ids, methods={k: HELD_OUT_RUNS[k] for k in args.held_out_runs},
+                samplers=args.samplers, partial=partial_cross, device=device,
                 workload=workload,
             ).to_dict("records"))  # fmt: skip
         out["cross_device"] = rows
