@@ -346,8 +346,8 @@ def held_out(
     (``device``: a catalog name, or a spec file among the package's examples);
     ``pt.decide`` transfers the Orin AGX ResNet-18 reference across devices, as a new user
     would: the table method with the settled and the fixed 40-minibatch protocol, and the
-    earlier contest loop with the fixed one (today's decide); the Optuna peers measure
-    with the fixed protocol. Scored on expected power."""
+    earlier contest loop with the fixed one (the decide before the table method); the
+    Optuna peers measure with the fixed protocol. Scored on expected power."""
     from importlib.resources import files
 
     from powertrain.backends import TwinBackend

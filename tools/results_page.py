@@ -203,7 +203,7 @@ def decisions(data: dict) -> str:
         ("real", ["gpu"]),
         ("peers", ["mode", "workload", "strategy", "budget"]),
         ("held_out", ["strategy", "budget"]),
-        ("cross_device", ["device", "workload", "budget"]),
+        ("cross_device", ["device", "workload", "strategy", "budget"]),
     ):
         df = records(data, key)
         if df.empty:
