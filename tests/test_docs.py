@@ -28,7 +28,7 @@ SKIP = re.compile(r"^# skip: (\S.*)$")
 DEV_LOG = re.compile(
     r"this\s+stop|previous\s+(run|stop|code)|issue\s+\d+|the\s+older\s+paragraph|"
     r"before\s+this\s+change|"
-    r"rerun on the final code",
+    r"rerun\s+on\s+the\s+final\s+code",
     re.IGNORECASE,
 )
 
