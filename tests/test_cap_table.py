@@ -50,6 +50,7 @@ def test_the_loss_is_how_much_slower_the_pick_may_be_and_goes_to_who_wins():
     loss = table_loss(cost, power, best=np.array([100.0, np.inf]), caps=np.array([20.0, 18.0]))
     assert loss.per_cap[0] == pytest.approx(0.2)
     assert loss.credit[0].tolist() == pytest.approx([0.2, 0.0])
+    assert loss.improvement[0].tolist() == pytest.approx([0.2, 0.0])
     assert loss.beaten[0] == 1.0
     # 18 W: no pick and nothing fits in any draw: nothing to lose there
     assert loss.per_cap[1] == 0 and loss.beaten[1] == 0
@@ -90,6 +91,20 @@ def test_a_round_spreads_over_the_caps():
     w = np.array([0.5, 0.5])
     assert _batch(gain, w, 2).tolist() == [0, 2]  # not two neighbours under one cap
     assert _batch(np.zeros((2, 3)), w, 2).size == 0  # nothing to gain: nothing measured
+
+
+def test_a_neighbour_edged_out_keeps_its_own_improvement_and_the_round_measures_it():
+    # rival 0 is 80 ms in every draw; rival 1 is 65 or 90 ms, but when it is 65 rival 2
+    # (64 ms) wins: rival 1 gets no credit, yet alone it would beat the 100 ms pick most
+    cost = np.array([[80.0] * 4, [65.0, 90.0, 65.0, 90.0], [64.0, 120.0, 64.0, 120.0]])
+    loss = table_loss(cost, np.full((3, 4), 19.0), best=np.array([100.0]), caps=np.array([20.0]))
+    assert loss.credit[0].tolist() == pytest.approx([0.1, 0.0, 0.18])
+    assert loss.improvement[0].tolist() == pytest.approx([0.2, 0.225, 0.18])
+    w = np.array([1.0])
+    assert _batch(loss.credit, w, 2).tolist() == [2, 0]  # by credit alone: never rival 1
+    # the portfolio: the first by credit, the second by its own improvement
+    assert _batch(loss.credit, w, 2, loss.improvement).tolist() == [2, 1]
+    assert _batch(loss.credit, w, 1, loss.improvement).tolist() == [2]
 
 
 def test_a_settled_window_measures_shorter_and_stays_close_to_the_truth():

@@ -465,17 +465,18 @@ def decide(
     With ``method="table"`` (default) the unmeasured configurations are drawn jointly
     from an error field in which neighbours err together (:mod:`powertrain.decisions.
     posterior`; ``correlation``: its length in standardised log-knob units, 0 for
-    independent draws), and a round measures what removes the most expected loss summed
-    over the caps (:mod:`powertrain.decisions.loss`; ``cap_weights``: how much each cap
-    counts, uniform by default; a cap without a pick where something may fit counts a
-    whole pick, so the low-power end is reached early). It stops "settled" when that
+    independent draws), and a round measures, in turn, what removes the most expected
+    loss summed over the caps and what is expected to improve most on the picks by
+    itself (:mod:`powertrain.decisions.loss`; ``cap_weights``: how much each cap counts,
+    uniform by default; a cap without a pick where something may fit counts a whole
+    pick, so the low-power end is reached early). It stops "settled" when that
     expected loss, weighted over the caps, is within ``tolerance`` and every cap where
     something may fit has a pick, "confident" when every cap's pick is unbeaten with
     chance ``confidence``, or at the budget; the loss is reported
     (:attr:`Decision.expected_loss`, per cap in :meth:`Decision.table`).
     ``method="contest"`` is the earlier loop: independent draws, per-cap expected
     improvement, and the "stable" stop after ``patience`` rounds. ``acquisition``: the
-    expected gain ("improvement") or the chance of winning ("probability").
+    expected gain ("improvement", as above) or the chance of winning ("probability").
     ``protocol``: each configuration is measured until its mean time and power are known
     to 1 % ("settled", default) or for ``n_minibatches`` clean minibatches ("fixed", the
     paper's protocol); a replayed table answers from its records either way.
@@ -622,10 +623,13 @@ def _step_table(
     stop = _table_stop(now, s.confidence, s.tolerance, shape.weights, left <= 0)
     take, why = np.zeros(0, dtype=int), []
     if stop is None:
-        gain = now.loss.credit if s.acquisition == "improvement" else now.loss.wins
-        take = now.rivals[_batch(gain, shape.weights, min(s.per_round, left))]
-        why = [_why_table(now, j, shape.caps, shape.weights, est.iloc[j], study.time_col)
-               for j in take]  # fmt: skip
+        by_credit = s.acquisition == "improvement"
+        gain = now.loss.credit if by_credit else now.loss.wins
+        own = now.loss.improvement if by_credit else None
+        take = now.rivals[_batch(gain, shape.weights, min(s.per_round, left), own)]
+        why = [_why_table(now, j, shape.caps, shape.weights, est.iloc[j], study.time_col,
+                          own=by_credit and i % 2 == 1)
+               for i, j in enumerate(take)]  # fmt: skip
         stop = None if take.size else "exhausted"
     forecast = now.forecast / np.array([1.0, scale_t, 1.0, scale_p])[:, None]
     return _Step(now.mu_t, now.mu_p, now.sd_p, now.incumbent, now.loss.beaten,
@@ -729,20 +733,32 @@ def _cap_weights(caps: np.ndarray, weights: Sequence[float] | None) -> np.ndarra
     return w / w.sum()
 
 
-def _batch(gain: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
-    """``n`` rivals (positions into ``gain``'s columns) to measure in one round: the
-    largest weighted gain first, then each next one with the caps the earlier ones
-    cover discounted by the share of their gain already taken, so that one round
-    spreads over the cap table instead of three neighbours under one cap."""
+def _batch(
+    gain: np.ndarray, weights: np.ndarray, n: int, improvement: np.ndarray | None = None
+) -> np.ndarray:
+    """``n`` rivals (positions into ``gain``'s columns) to measure in one round.
+
+    The first (and every other) is the largest weighted ``gain``, each next one with the
+    caps the earlier ones cover discounted by the share of their gain already taken, so
+    that one round spreads over the cap table instead of three neighbours under one cap.
+    With ``improvement`` (caps x rivals, each rival's own expected improvement), the
+    second (and every other) is the largest weighted improvement instead: a portfolio of
+    two scores. Why: the credit a rival gets is the loss of the draws it *wins*, which
+    goes to a few sure bets; its own improvement also counts the draws where a neighbour
+    edges it out, which favours the uncertain. Choosing by credit alone measured the
+    same-device tuning pair well but left a transfer across devices 20 % off at 50
+    measured; improvement alone fixed that and lost on the same device; the alternation
+    was better than the credit alone on both (docs/decisions.md)."""
     total = gain.sum(axis=1)
     share = np.divide(gain, total[:, None], out=np.zeros_like(gain), where=total[:, None] > 0)
     w = weights.astype(float).copy()
     chosen: list[int] = []
-    for _ in range(n):
-        score = w @ gain
+    for i in range(n):
+        own = improvement if improvement is not None and i % 2 == 1 else None
+        score = w @ gain if own is None else weights @ own
         score[chosen] = 0.0
         j = int(np.argmax(score)) if len(score) else 0
-        if not len(score) or score[j] <= 0:
+        if not len(score) or score[j] <= 0:  # a rival with credit has improvement too
             break
         chosen.append(j)
         w = w * (1.0 - share[:, j])
@@ -764,17 +780,21 @@ def _table_stop(
 
 
 def _why_table(
-    now: Assessment, j: int, caps: np.ndarray, weights: np.ndarray, row: pd.Series, time_col: str
-) -> str:
-    """'could remove 1.2 % of the expected loss under 17-24 W' for a measured configuration."""
+    now: Assessment, j: int, caps: np.ndarray, weights: np.ndarray, row: pd.Series, time_col: str,
+    own: bool = False,
+) -> str:  # fmt: skip
+    """'expected to remove 1.2 % of the table's loss under 17-24 W' (``own``: 'expected
+    to improve on the picks by 2.0 % under ...') for a measured configuration."""
     r = int(np.searchsorted(now.rivals, j))
-    credit = now.loss.credit[:, r]
-    hit = np.flatnonzero(credit > 0)
+    gain = (now.loss.improvement if own else now.loss.credit)[:, r]
+    hit = np.flatnonzero(gain > 0)
     where = caps[hit] if hit.size else caps
     nopick = [c for c in hit if now.incumbent[c] < 0]
     lead = f"a first pick under {_describe_caps(caps[nopick])}; " if nopick else ""
+    what = "improve on the picks by" if own else "remove"
+    whose = "" if own else " of the table's loss"
     return (
-        f"{lead}expected to remove {100 * float(weights @ credit):.2f} % of the table's loss "
+        f"{lead}expected to {what} {100 * float(weights @ gain):.2f} %{whose} "
         f"under {_describe_caps(where)} (predicted {row[time_col]:.4g} "
         f"{time_col.split('_')[-1]}, {row['power_w']:.1f} W)"
     )

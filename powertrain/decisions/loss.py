@@ -6,8 +6,10 @@ fastest configuration that fits in that draw (0 when the pick stays fastest); a 
 with no measured pick loses ``no_pick`` (100 % by default) in every draw where
 something fits, so the low-power end, where nothing is measured yet, is reached
 early. The loss of each draw is credited to the configuration that wins it: measuring
-that one is what would remove it. Summed over the caps with the user's weights, the
-credits choose the next measurement and the total is the stop rule's quantity.
+that one is what would remove it. Each rival's own expected improvement (what it gains
+over the pick in every draw where it beats it, whoever else wins that draw) is kept
+beside the credit: the loop chooses by both (decide's ``_batch``). Summed over the caps
+with the user's weights, the total loss is the stop rule's quantity.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ class TableLoss:
     """``per_cap``: expected relative loss of stopping now under each cap.
     ``credit``: caps x rivals, the share of it each rival would remove.
     ``beaten``: per cap, the chance that some rival beats the measured pick (or, with
-    none, that some rival fits). ``wins``: caps x rivals, each rival's chance of doing so."""
+    none, that some rival fits). ``wins``: caps x rivals, each rival's chance of doing so.
+    ``improvement``: caps x rivals, each rival's own expected gain over the pick, counted
+    in every draw where it beats it (the expected improvement of Bayesian optimisation):
+    unlike the credit it still counts a rival that a near neighbour edges out."""
 
     per_cap: np.ndarray
     credit: np.ndarray
     beaten: np.ndarray
     wins: np.ndarray
+    improvement: np.ndarray
 
     def total(self, weights: np.ndarray) -> float:
         """The weighted mean loss over the caps: the stop rule's quantity."""
@@ -53,25 +59,28 @@ def table_loss(
     credit = np.zeros((len(caps), n))
     beaten = np.zeros(len(caps))
     wins = np.zeros((len(caps), n))
+    improvement = np.zeros((len(caps), n))
     if n == 0:
-        return TableLoss(per_cap, credit, beaten, wins)
+        return TableLoss(per_cap, credit, beaten, wins, improvement)
     cols = np.arange(draws)
     for c, cap in enumerate(caps):
         k = np.where(power <= cap, cost, np.inf)
         win = np.argmin(k, axis=0)
         low = k[win, cols]
+        fits = np.isfinite(k)
         if np.isfinite(best[c]):
-            gain = np.clip(best[c] - low, 0.0, None) / best[c]
-            gain[~np.isfinite(low)] = 0.0
+            each = np.where(fits, np.clip(best[c] - k, 0.0, None) / best[c], 0.0)
             won = low < best[c]
         else:
-            gain = np.where(np.isfinite(low), no_pick, 0.0)
+            each = np.where(fits, no_pick, 0.0)
             won = np.isfinite(low)
+        gain = each[win, cols]
         beaten[c] = float(np.mean(won))
         per_cap[c] = float(gain.mean())
         credit[c] = np.bincount(win, weights=gain, minlength=n) / draws
         wins[c] = np.bincount(win, weights=won.astype(float), minlength=n) / draws
-    return TableLoss(per_cap, credit, beaten, wins)
+        improvement[c] = each.mean(axis=1)
+    return TableLoss(per_cap, credit, beaten, wins, improvement)
 
 
 @dataclass
