@@ -185,12 +185,14 @@ def test_the_start_is_the_fewest_a_transfer_takes_then_two_a_round(table, refere
 
 
 def test_the_lowest_cap_is_reached_first(table, reference):
-    """A cap under which nothing is measured yet weighs a whole pick: the first round
-    after the start measures for the lowest caps without one."""
+    """A cap under which nothing is measured yet weighs a whole pick: the first two
+    rounds after the start measure for the lowest caps without one (a round's second
+    measurement goes by its own expected improvement, which spreads that weight over
+    every rival that may fit, so it can reach the low end a round later)."""
     caps = np.arange(16.0, 46.0, 1.0)
-    d = pt.decide(ReplayBackend(table), reference, caps, budget=8, start=5,
+    d = pt.decide(ReplayBackend(table), reference, caps, budget=9, start=5,
                   transfer_options=QUICK)  # fmt: skip
-    first = d.measurements[d.measurements["round"] == 1]
+    first = d.measurements[d.measurements["round"].isin([1, 2])]
     start = d.measurements[d.measurements["round"] == 0]
     no_pick = [c for c in caps if not (start.power_w <= c).any() and (table.power_w <= c).any()]
     if no_pick:  # the start left low caps without a pick: round 1 goes there
