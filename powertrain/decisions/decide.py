@@ -745,10 +745,10 @@ def _batch(
     second (and every other) is the largest weighted improvement instead: a portfolio of
     two scores. Why: the credit a rival gets is the loss of the draws it *wins*, which
     goes to a few sure bets; its own improvement also counts the draws where a neighbour
-    edges it out, which favours the uncertain. Choosing by credit alone measured the
-    same-device tuning pair well but left a transfer across devices 20 % off at 50
-    measured; improvement alone fixed that and lost on the same device; the alternation
-    was better than the credit alone on both (docs/decisions.md)."""
+    edges it out, which favours the uncertain. On the tuning sets, credit alone left the
+    Xavier AGX cross-device case 17.6 % off at 50 measured (13.5 % with both);
+    improvement alone did better there and worse on the same device; the alternation
+    was better than credit alone or level on both (docs/decisions.md)."""
     total = gain.sum(axis=1)
     share = np.divide(gain, total[:, None], out=np.zeros_like(gain), where=total[:, None] > 0)
     w = weights.astype(float).copy()
