@@ -508,7 +508,7 @@ def decide(
     rng = np.random.default_rng(s.seed)
     if samples is not None:
         study.record(samples, -1, ["given"] * len(samples))
-    _start(study, board, s, rng, given)
+    _start(study, board, reference, s, rng, given)
     shape = _Shape(caps, factor, _cap_weights(caps, s.cap_weights),
                    knob_space(study.cands[list(study.inputs)].to_numpy(float)))  # fmt: skip
     history: list[tuple] = []
@@ -581,14 +581,40 @@ def _open(
     )  # fmt: skip
 
 
-def _start(study: Study, board: Backend, s: Settings, rng: np.random.Generator, given: int) -> None:
-    """Measure the stratified start, less the ``given`` earlier measurements."""
+def _start(
+    study: Study, board: Backend, reference: Predictor, s: Settings, rng: np.random.Generator,
+    given: int,
+) -> None:  # fmt: skip
+    """Measure the start, less the ``given`` earlier measurements.
+
+    Where the reference was trained on this board's device, its power ranking holds, so
+    the start is one random configuration from each of equal bins of the candidates
+    ordered by predicted power: the cap table spans the power axis, and a transfer that
+    has seen its whole length ranks the configurations near every cap. On another
+    device, where the time model must be re-learnt, the start is stratified over the
+    device's ``stratify_by`` knobs instead. Chosen on the tuning sets: on the same
+    device the spread start was ahead on every figure, across devices behind on the
+    Xavier AGX (docs/decisions.md)."""
     free = np.flatnonzero(~study.measured)
     assert s.start is not None
-    first = _stratified(study.cands.iloc[free], _strata(board, study.cands),
-                        max(0, s.start - given), rng)  # fmt: skip
+    need = max(0, s.start - given)
+    if _trained_on(reference, board):
+        if need == 0 or not free.size:
+            return
+        p = reference.predict(study.cands[list(study.inputs)].iloc[free])["power_w"].to_numpy()
+        bins = np.array_split(free[np.argsort(p, kind="stable")], need)
+        first = np.array([rng.choice(b) for b in bins if len(b)])
+        study.run(first, 0, ["start spread over the reference's predicted power"] * len(first))
+        return
+    first = _stratified(study.cands.iloc[free], _strata(board, study.cands), need, rng)
     if len(first):
         study.run(free[first], 0, ["stratified start"] * len(first))
+
+
+def _trained_on(reference: Predictor, board: Backend) -> bool:
+    """Whether the reference was trained on the board's device (its model file says so)."""
+    trained = (getattr(reference, "info_", None) or {}).get("trained_on", {}).get("device")
+    return board.device is not None and board.device.spec.name in (trained or [])
 
 
 def _transfer(
