@@ -184,6 +184,22 @@ def test_the_start_is_the_fewest_a_transfer_takes_then_two_a_round(table, refere
     assert d.n_measured == 9
 
 
+def test_on_the_reference_s_own_device_the_start_spans_its_predicted_power(table, reference):
+    """The reference was trained on this board's device (an Orin AGX): one start
+    configuration from each fifth of the candidates ordered by its predicted power.
+    On another device the start stays stratified over the device's knobs."""
+    from powertrain.decisions.decide import _trained_on
+
+    d = pt.decide(ReplayBackend(table), reference, 30.0, budget=5, transfer_options=QUICK)
+    start = d.measurements[d.measurements["round"] == 0]
+    assert (start.why == "start spread over the reference's predicted power").all()
+    p = reference.predict(table[KEYS])["power_w"].to_numpy()
+    fifths = np.searchsorted(np.sort(p), reference.predict(start[KEYS])["power_w"], "left")
+    assert sorted(fifths * 5 // len(p)) == [0, 1, 2, 3, 4]  # one from each fifth
+    nano = pt.backends.TwinBackend(pt.Twin("orin-nano", "resnet18-cifar", seed=0))
+    assert _trained_on(reference, ReplayBackend(table)) and not _trained_on(reference, nano)
+
+
 def test_the_lowest_cap_is_reached_first(table, reference):
     """A cap under which nothing is measured yet weighs a whole pick: the first two
     rounds after the start measure for the lowest caps without one (a round's second

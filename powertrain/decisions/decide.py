@@ -457,10 +457,12 @@ def decide(
     of ``batch_size, epochs``) the cost is time (``objective="energy"``: energy) to
     accuracy, so batch size is chosen jointly with the knobs.
 
-    The loop: measure ``start`` stratified configurations (default 5, the fewest a
-    transfer takes), transfer, then ``per_round`` at a time, re-transferring after each
-    round. Each forecast is checked against what it measured, and the model's spreads
-    are scaled by those out-of-sample errors before the next round
+    The loop: measure ``start`` configurations (default 5, the fewest a transfer takes;
+    spread over the reference's predicted power where it was trained on the board's
+    device, over the device's strata elsewhere), transfer, then ``per_round`` at a
+    time, re-transferring after each round. Each forecast is checked against what it
+    measured, and the model's spreads are scaled by those out-of-sample errors before
+    the next round
     (:func:`~powertrain.decisions.posterior.spread_scale`).
     With ``method="table"`` (default) the unmeasured configurations are drawn jointly
     from an error field in which neighbours err together (:mod:`powertrain.decisions.
