@@ -247,6 +247,15 @@ def _stratified(
     return np.asarray(chosen, dtype=int)
 
 
+def _power_spread(power: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions of ``n`` candidates, one drawn from each of ``n`` equal bins of the
+    candidates ordered by ``power``."""
+    if n == 0 or not len(power):
+        return np.zeros(0, dtype=int)
+    bins = np.array_split(np.argsort(power, kind="stable"), n)
+    return np.asarray([rng.choice(b) for b in bins if len(b)], dtype=int)
+
+
 # ------------------------------------------------------------ chance of winning --
 @dataclass
 class Contest:
@@ -601,22 +610,25 @@ def _start(
     assert s.start is not None
     need = max(0, s.start - given)
     if _trained_on(reference, board):
-        if need == 0 or not free.size:
-            return
-        p = reference.predict(study.cands[list(study.inputs)].iloc[free])["power_w"].to_numpy()
-        bins = np.array_split(free[np.argsort(p, kind="stable")], need)
-        first = np.array([rng.choice(b) for b in bins if len(b)])
-        study.run(first, 0, ["start spread over the reference's predicted power"] * len(first))
-        return
-    first = _stratified(study.cands.iloc[free], _strata(board, study.cands), need, rng)
+        power = np.zeros(0)
+        if need and free.size:
+            rows = study.cands[list(study.inputs)].iloc[free]
+            power = reference.predict(rows)["power_w"].to_numpy(float)
+        first = _power_spread(power, need, rng)
+        why = "start spread over the reference's predicted power"
+    else:
+        first = _stratified(study.cands.iloc[free], _strata(board, study.cands), need, rng)
+        why = "stratified start"
     if len(first):
-        study.run(free[first], 0, ["stratified start"] * len(first))
+        study.run(free[first], 0, [why] * len(first))
 
 
 def _trained_on(reference: Predictor, board: Backend) -> bool:
     """Whether the reference was trained on the board's device (its model file says so)."""
-    trained = (getattr(reference, "info_", None) or {}).get("trained_on", {}).get("device")
-    return board.device is not None and board.device.spec.name in (trained or [])
+    from ..predictor.checks import trained_devices  # the predictor imports torch
+
+    info = getattr(reference, "info_", None) or {}
+    return board.device is not None and board.device.spec.name in trained_devices(info)
 
 
 def _transfer(
@@ -651,12 +663,12 @@ def _step_table(
     stop = _table_stop(now, s.confidence, s.tolerance, shape.weights, left <= 0)
     take, why = np.zeros(0, dtype=int), []
     if stop is None:
-        by_credit = s.acquisition == "improvement"
-        gain = now.loss.credit if by_credit else now.loss.wins
-        own = now.loss.improvement if by_credit else None
+        portfolio = s.acquisition == "improvement"  # credit and own improvement in turn
+        gain = now.loss.credit if portfolio else now.loss.wins
+        own = now.loss.improvement if portfolio else None
         take = now.rivals[_batch(gain, shape.weights, min(s.per_round, left), own)]
         why = [_why_table(now, j, shape.caps, shape.weights, est.iloc[j], study.time_col,
-                          own=by_credit and i % 2 == 1)
+                          own=portfolio and _own_turn(i))
                for i, j in enumerate(take)]  # fmt: skip
         stop = None if take.size else "exhausted"
     forecast = now.forecast / np.array([1.0, scale_t, 1.0, scale_p])[:, None]
@@ -782,7 +794,7 @@ def _batch(
     w = weights.astype(float).copy()
     chosen: list[int] = []
     for i in range(n):
-        own = improvement if improvement is not None and i % 2 == 1 else None
+        own = improvement if improvement is not None and _own_turn(i) else None
         score = w @ gain if own is None else weights @ own
         score[chosen] = 0.0
         j = int(np.argmax(score)) if len(score) else 0
@@ -791,6 +803,12 @@ def _batch(
         chosen.append(j)
         w = w * (1.0 - share[:, j])
     return np.asarray(chosen, dtype=int)
+
+
+def _own_turn(i: int) -> bool:
+    """Whether a round's ``i``-th measurement goes by own improvement (the portfolio's
+    turn; :func:`_batch`), not by credit."""
+    return i % 2 == 1
 
 
 def _table_stop(
