@@ -76,3 +76,26 @@ def test_a_spent_budget_starts_nothing(tmp_path, monkeypatch):
     for wl in collect.BATCH_SIZES:
         csv = out / f"nvidia-h100-80gb-hbm3_{wl}.csv"
         assert not csv.exists() or pd.read_csv(csv).empty
+
+
+@pytest.mark.slow
+def test_hands_off_collection_calls_no_setter_and_records_the_clocks_the_gpu_chose(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    nvml = FakeNvml(setters=False)  # any setter or reset raises
+    out = tmp_path / "corpus"
+    argv = ["--out", str(out), "--small", "--device", "cpu", "--minibatches", "12"]
+    argv += ["--hands-off", "--settle-tol", "0.5", "--sample-period", "0.005"]
+    assert collect.main([*argv, "--budget-s", "3000"], nvml=nvml) == 0
+    assert not [c for c in nvml.calls if c.startswith("nvmlDeviceSet") or "Reset" in c]
+    for wl in collect.BATCH_SIZES:
+        df = pd.read_csv(out / f"nvidia-h100-80gb-hbm3_{wl}.csv")
+        assert "power_limit_w" not in df.columns and "gpu_mhz" not in df.columns
+        assert sorted(set(zip(df.threads, df.batch_size))) == [
+            (t, b) for t in (1, 2) for b in collect.SMALL_BATCH_SIZES
+        ]
+        assert (df.observed_gpu_mhz > 0).all() and (df.power_w == START_MW / 2e3).all()
+        side = json.loads((out / f"nvidia-h100-80gb-hbm3_{wl}.provenance.json").read_text())
+        assert side["settings"].startswith("hands-off") and side["settle_tol"] == 0.5
+        assert side["power_limit_w"] == START_MW / 1e3  # the card's own limit, read only

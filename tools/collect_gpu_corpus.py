@@ -11,6 +11,13 @@ spent: a run cut short is still a uniform sample of the grid. Every row is
 ``n_minibatches`` minibatches with NVML power; the power limit and clocks are restored
 at the end (and after a kill, by the next run: see NvmlBackend).
 
+``--hands-off`` changes no setting of the card (for a shared machine whose clocks and
+power limit belong to someone else): it sweeps batch size x CPU threads at the card's own
+power limit and clocks, and records the clocks the GPU chose. ``--settle-tol`` measures
+each configuration only until its mean time and power are known to that relative
+standard error (the package's ``protocol="settled"``); the default is the paper's fixed
+window of ``--minibatches``.
+
 Output in ``--out``: per workload ``{device}_{workload}.csv`` (the package's corpus
 format, with a ``.provenance.json`` sidecar: GPU, driver, CUDA and torch versions,
 date, the device spec NVML reported) and the profiler's own logs beside them. Needs
@@ -42,10 +49,17 @@ from powertrain.steps.torch_workloads import SyntheticImages, resnet18
 #: per workload: batch sizes (the CNN's images, the transformer's sequences)
 BATCH_SIZES = {"resnet18": (32, 64, 128, 256), "gpt-small": (8, 16, 32, 64)}
 SMALL_BATCH_SIZES = (2, 3)  # --small: a CPU test
+#: --hands-off: per workload, the batch sizes swept with the CPU thread counts
+HANDS_OFF_BATCH_SIZES = {
+    "resnet18": (16, 32, 64, 96, 128, 192, 256, 384),
+    "gpt-small": (4, 8, 12, 16, 24, 32, 48, 64),
+}
+HANDS_OFF_THREADS = (1, 4, 16)
 N_LIMITS, N_CLOCKS = 5, 8  # 2 workloads x 5 x 8 x 4 batch sizes = 320 configurations
 #: the lowest SM clock swept, as a share of the top one (below, training crawls)
 MIN_CLOCK_SHARE = 0.4
 CHUNK = 16  # configurations between two looks at the clock
+HANDS_OFF_CHUNK = 4  # nothing to set between configurations, so look more often
 
 
 class Tokens:
@@ -148,6 +162,13 @@ def provenance(backend: NvmlBackend, csv: Path, workload: str, args: argparse.Na
         "torch": torch.__version__,
         "workload": workload,
         "n_minibatches": args.minibatches,
+        "settle_tol": args.settle_tol,
+        "settings": (
+            "hands-off: the card's own power limit and clocks, no NVML setter called"
+            if args.hands_off
+            else "power limit and locked SM clock as each row names"
+        ),
+        "power_limit_w": info.get("power_limit_w"),
         "time_column": "time_ms is one training minibatch (forward, loss, backward, SGD step)",
         "power": "NVML nvmlDeviceGetPowerUsage, averaged over the measured minibatches",
         "device_spec": backend.device_spec(),
@@ -158,23 +179,31 @@ def provenance(backend: NvmlBackend, csv: Path, workload: str, args: argparse.Na
 def collect(workload: str, step: TrainingStep, args: argparse.Namespace, nvml: Any) -> Path | None:
     """One workload's sweep, chunk by chunk until the deadline; returns its CSV (None:
     the budget was spent before its first configuration)."""
+    sweep = not args.hands_off
     b = NvmlBackend(
-        step, gpu_index=args.gpu, nvml=nvml, allow_power_limit=True, allow_clocks=True,
+        step, gpu_index=args.gpu, nvml=nvml, allow_power_limit=sweep, allow_clocks=sweep,
         sample_period_s=args.sample_period,
     )  # fmt: skip
     with b:
-        sizes = SMALL_BATCH_SIZES if args.small else BATCH_SIZES[workload]
-        modes = grid(b, sizes, args.n_limits, args.n_clocks)
+        if sweep:
+            sizes = SMALL_BATCH_SIZES if args.small else BATCH_SIZES[workload]
+            modes = grid(b, sizes, args.n_limits, args.n_clocks)
+        else:
+            sizes = SMALL_BATCH_SIZES if args.small else HANDS_OFF_BATCH_SIZES[workload]
+            modes = b.modes(sizes, threads=(1, 2) if args.small else HANDS_OFF_THREADS)
         modes = modes.sample(frac=1.0, random_state=args.seed)
         csv = Path(args.out) / f"{b.device_name}_{workload}.csv"
-        order = list(b.config_columns[:2])  # power limit, clock: set as few times as possible
-        for start in range(0, len(modes), CHUNK):
+        # the slowest settings first (power limit, clock; threads when hands-off), so each
+        # is set as few times as possible
+        order = list(b.config_columns[:2])
+        size = CHUNK if sweep else HANDS_OFF_CHUNK
+        for start in range(0, len(modes), size):
             if time.monotonic() > args.deadline:
                 print(f"{workload}: budget spent after {start} of {len(modes)} configurations")
                 break
-            chunk = modes.iloc[start : start + CHUNK].sort_values(order, kind="mergesort")
+            chunk = modes.iloc[start : start + size].sort_values(order, kind="mergesort")
             profile(b, chunk, n_minibatches=args.minibatches, out=csv, progress=False,
-                    max_settle_s=args.max_settle_s)  # fmt: skip
+                    max_settle_s=args.max_settle_s, settle_tol=args.settle_tol)  # fmt: skip
         if not csv.exists():
             return None
         side = csv.with_name(csv.stem + ".provenance.json")
@@ -193,6 +222,17 @@ def main(argv: list[str] | None = None, nvml: Any = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-limits", type=int, default=N_LIMITS, help="power limits swept")
     ap.add_argument("--n-clocks", type=int, default=N_CLOCKS, help="SM clocks swept")
+    ap.add_argument(
+        "--settle-tol",
+        type=float,
+        default=0.0,
+        help="end a window at this relative standard error (0: fixed window)",
+    )
+    ap.add_argument(
+        "--hands-off",
+        action="store_true",
+        help="change no setting: batch size x CPU threads at the card's own limit",
+    )
     ap.add_argument("--small", action="store_true", help="tiny models (tests on a CPU)")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     args = ap.parse_args(argv)
