@@ -255,6 +255,28 @@ def test_sweep_writes_its_own_knobs_and_observed_clocks(tmp_path):
     assert meta["run"]["allow_power_limit"] is False
 
 
+class InstantPower(FakeNvml):
+    """A GPU whose power usage is a one-second average still showing the last
+    configuration (450 W), while its instantaneous field (id 186) shows the draw now."""
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 450_000
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        assert list(ids) == [186]
+        value = types.SimpleNamespace(uiVal=180_000)
+        return [types.SimpleNamespace(fieldId=186, nvmlReturn=0, value=value)]
+
+
+def test_power_is_read_from_the_instantaneous_field_where_the_gpu_has_one(tmp_path):
+    with backend(tmp_path, InstantPower()) as b:
+        df = profile(b, b.modes([2]), n_minibatches=3, progress=False)
+        assert b.describe()["power_source"] == "instant"
+    assert df["power_w"].tolist() == pytest.approx([180.0])  # not the 450 W average
+    with backend(tmp_path, FakeNvml()) as b:  # no field values: the averaged usage
+        assert b.describe()["power_source"] == "average"
+
+
 def test_resume_keys_on_threads_workers_and_batch_size(tmp_path):
     out = tmp_path / "n.csv"
     with backend(tmp_path) as b:

@@ -170,7 +170,12 @@ def provenance(backend: NvmlBackend, csv: Path, workload: str, args: argparse.Na
         ),
         "power_limit_w": info.get("power_limit_w"),
         "time_column": "time_ms is one training minibatch (forward, loss, backward, SGD step)",
-        "power": "NVML nvmlDeviceGetPowerUsage, averaged over the measured minibatches",
+        "power": (
+            "NVML's instantaneous power field (NVML_FI_DEV_POWER_INSTANT)"
+            if info["power_source"] == "instant"
+            else "NVML nvmlDeviceGetPowerUsage (a one-second average on Ampere and newer)"
+        )
+        + f", sampled every {args.sample_period} s and averaged over the measured minibatches",
         "device_spec": backend.device_spec(),
         "csv_sha256": sha256_file(csv),
     }

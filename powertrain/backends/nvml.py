@@ -34,6 +34,8 @@ from .stop_signals import StopSignals, blocked
 
 #: an SM clock read back more than this above the locked one means the lock did not take
 CLOCK_TOLERANCE_MHZ = 15.0
+#: nvml.h's NVML_FI_DEV_POWER_INSTANT: the power draw now, not averaged over a second
+FI_POWER_INSTANT = 186
 
 
 def _import_pynvml() -> Any:
@@ -136,6 +138,10 @@ class NvmlBackend(StepBackend):
         self.device_name = device_name or slug(self.gpu_name)
         self.workload_name = self.step.name
         self.sample_period_s = float(sample_period_s)
+        #: "instant" (NVML's instantaneous field) or "average" (nvmlDeviceGetPowerUsage,
+        #: a one-second average on Ampere and newer, so a short window would read power
+        #: partly drawn by the configuration before it)
+        self.power_source = "instant" if self._instant_power_mw() is not None else "average"
         self.clock = clock
         self._torch = torch
         self._threads0 = torch.get_num_threads()
@@ -270,8 +276,21 @@ class NvmlBackend(StepBackend):
             )
         self.supported_clocks = table
 
+    def _instant_power_mw(self) -> float | None:
+        """The instantaneous power field, or None where the driver or GPU lacks it."""
+        try:
+            (field,) = self.nvml.nvmlDeviceGetFieldValues(self.handle, [FI_POWER_INSTANT])
+            mw = float(field.value.uiVal) if field.nvmlReturn == 0 else 0.0
+        except Exception:
+            return None
+        return mw if mw > 0 else None
+
     def _power_w(self) -> float:
-        return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1e3  # mW -> W
+        if self.power_source == "instant":
+            mw = self._instant_power_mw()
+            if mw is not None:
+                return mw / 1e3  # mW -> W
+        return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1e3
 
     def _cpu_mhz(self) -> float | None:
         info = self.proc_root / "proc/cpuinfo"
@@ -616,6 +635,7 @@ class NvmlBackend(StepBackend):
             "torch": self._torch.__version__,
             "clocks_changed": self.allow_clocks,
             "power_limit_changed": self.allow_power_limit,
+            "power_source": self.power_source,
         }
         for key, fn in (("driver", "nvmlSystemGetDriverVersion"),):
             try:
