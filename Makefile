@@ -70,6 +70,7 @@ bench: setup
 	$(BIN)/python benchmarks/real_data.py --json $(RESULTS)/real_data.json | tee $(RESULTS)/real_data.txt
 	$(BIN)/python benchmarks/decisions.py --json $(RESULTS)/decisions.json --png $(RESULTS)/decisions.png | tee $(RESULTS)/decisions.txt
 	$(BIN)/python benchmarks/frequency.py --json $(RESULTS)/frequency.json | tee $(RESULTS)/frequency.txt
+	$(BIN)/python benchmarks/real_gpu.py --json $(RESULTS)/real_gpu.json
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(BIN)/python benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt

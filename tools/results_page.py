@@ -63,6 +63,12 @@ ABOUT = {
     "MAPE % of time / power over the modes not used for training, by method and number of "
     "profiled modes. Tuning corpora: Orin AGX MobileNetV3 and ResNet-18; the rest are "
     "held out.",
+    "real_gpu": "Our own measurements on a lent NVIDIA H200 (`benchmarks/real_gpu.py`, "
+    "datasets/measured/h200/): ResNet-18 and a GPT-style decoder, batch size x CPU "
+    "threads at the card's own power limit and clocks (a shared card's settings were not "
+    "changed, so this is no clock sweep). |difference| % between two runs of the same grid "
+    "(NVML's one-second average power against its instantaneous field) and between the "
+    "settled and the fixed 40-minibatch protocol, with the board seconds each spent.",
     "speed": "Training and prediction speed of the package against a bare torch loop "
     "(`benchmarks/speed.py`).",
     "select_margin": "The default margin of prediction-only picks "

@@ -1,0 +1,33 @@
+"""benchmarks/real_gpu.py on the stored H200 runs: every comparison it names is made over
+configurations both runs measured, and the card table covers each workload's batch sizes."""
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import real_gpu  # noqa: E402
+
+
+def test_the_stored_h200_runs_are_compared_pairwise_and_the_text_says_what_was_read(tmp_path):
+    out = tmp_path / "r.json"
+    assert real_gpu.main(["--json", str(out)]) == 0
+    text = out.with_suffix(".txt").read_text()
+    assert "NVIDIA H200" in text and "datasets/measured/h200" in text
+    rows = json.loads(out.read_text())["compare"]
+    assert {(r["source"], r["workload"]) for r in rows} == {
+        (s, w) for s in real_gpu.SOURCES for w in real_gpu.WORKLOADS
+    }
+    assert all(0 < r["n"] <= 24 and r["board_s_a"] > 0 for r in rows)
+
+
+def test_spread_uses_only_shared_configurations():
+    idx = pd.MultiIndex.from_tuples([(1, 8), (1, 16)], names=real_gpu.KEY)
+    a = pd.DataFrame({"time_ms": [10.0, 20.0], "power_w": [100.0, 200.0],
+                      "profile_s": [1.0, 2.0]}, index=idx)  # fmt: skip
+    b = a.iloc[:1] * [1.1, 0.5, 1.0]
+    r = real_gpu.spread(a, b)
+    assert r["n"] == 1 and abs(r["time_median_pct"] - 9.09) < 0.01
+    assert r["power_median_pct"] == 100.0 and r["board_s_a"] == 1.0
