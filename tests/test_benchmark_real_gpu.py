@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tools"))
 import real_gpu  # noqa: E402
+from collect_gpu_corpus import HANDS_OFF_BATCH_SIZES  # noqa: E402
 
 
 def test_the_stored_h200_runs_are_compared_pairwise_and_the_text_says_what_was_read(tmp_path):
@@ -21,6 +24,10 @@ def test_the_stored_h200_runs_are_compared_pairwise_and_the_text_says_what_was_r
         (s, w) for s in real_gpu.SOURCES for w in real_gpu.WORKLOADS
     }
     assert all(0 < r["n"] <= 24 and r["board_s_a"] > 0 for r in rows)
+    card = json.loads(out.read_text())["card"]
+    for wl in real_gpu.WORKLOADS:
+        sizes = [r["batch_size"] for r in card if r["workload"] == wl]
+        assert sizes == list(HANDS_OFF_BATCH_SIZES[wl])  # every batch size of the grid
 
 
 def test_spread_uses_only_shared_configurations():
