@@ -37,6 +37,12 @@ DATA = ROOT / "datasets" / "measured" / "h200"
 KEY = ["threads", "batch_size"]
 WORKLOADS = ("resnet18", "gpt-small")
 SOURCES = ("average", "instant")
+#: (what, run a, run b): each compared within one power source
+PAIRS = (
+    ("repeat (fixed s0 vs fixed s1)", "fixed-s0", "fixed-s1"),
+    ("settled s0 vs fixed s0", "settled-s0", "fixed-s0"),
+    ("settled s0 vs fixed s1", "settled-s0", "fixed-s1"),
+)
 
 
 def read(folder: Path, workload: str) -> pd.DataFrame | None:
@@ -58,16 +64,12 @@ def spread(a: pd.DataFrame, b: pd.DataFrame) -> dict:
 
 
 def compare(data: Path) -> list[dict]:
+    """Every pair of :data:`PAIRS` that ``data`` holds, per power source and workload."""
     rows = []
     for source in SOURCES:
         for wl in WORKLOADS:
             runs = {p.name: read(p, wl) for p in data.glob(f"{source}-*") if p.is_dir()}
-            pairs = (
-                ("repeat (fixed s0 vs fixed s1)", "fixed-s0", "fixed-s1"),
-                ("settled s0 vs fixed s0", "settled-s0", "fixed-s0"),
-                ("settled s0 vs fixed s1", "settled-s0", "fixed-s1"),
-            )
-            for what, a, b in pairs:
+            for what, a, b in PAIRS:
                 ra, rb = runs.get(f"{source}-{a}"), runs.get(f"{source}-{b}")
                 if ra is not None and rb is not None:
                     rows.append({"source": source, "workload": wl, "compare": what,
