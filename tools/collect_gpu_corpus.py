@@ -49,6 +49,7 @@ from powertrain.steps.torch_workloads import SyntheticImages, resnet18
 #: per workload: batch sizes (the CNN's images, the transformer's sequences)
 BATCH_SIZES = {"resnet18": (32, 64, 128, 256), "gpt-small": (8, 16, 32, 64)}
 SMALL_BATCH_SIZES = (2, 3)  # --small: a CPU test
+SMALL_THREADS = (1, 2)  # --small --hands-off
 #: --hands-off: per workload, the batch sizes swept with the CPU thread counts
 HANDS_OFF_BATCH_SIZES = {
     "resnet18": (16, 32, 64, 96, 128, 192, 256, 384),
@@ -190,12 +191,12 @@ def collect(workload: str, step: TrainingStep, args: argparse.Namespace, nvml: A
         sample_period_s=args.sample_period,
     )  # fmt: skip
     with b:
+        table = BATCH_SIZES if sweep else HANDS_OFF_BATCH_SIZES
+        sizes = SMALL_BATCH_SIZES if args.small else table[workload]
         if sweep:
-            sizes = SMALL_BATCH_SIZES if args.small else BATCH_SIZES[workload]
             modes = grid(b, sizes, args.n_limits, args.n_clocks)
         else:
-            sizes = SMALL_BATCH_SIZES if args.small else HANDS_OFF_BATCH_SIZES[workload]
-            modes = b.modes(sizes, threads=(1, 2) if args.small else HANDS_OFF_THREADS)
+            modes = b.modes(sizes, threads=SMALL_THREADS if args.small else HANDS_OFF_THREADS)
         modes = modes.sample(frac=1.0, random_state=args.seed)
         csv = Path(args.out) / f"{b.device_name}_{workload}.csv"
         # the slowest settings first (power limit, clock; threads when hands-off), so each

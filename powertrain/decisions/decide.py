@@ -794,8 +794,8 @@ def _batch(
     w = weights.astype(float).copy()
     chosen: list[int] = []
     for i in range(n):
-        own = improvement if improvement is not None and _own_turn(i) else None
-        score = w @ gain if own is None else weights @ own
+        own_turn = improvement is not None and _own_turn(i)
+        score = weights @ improvement if own_turn else w @ gain
         score[chosen] = 0.0
         j = int(np.argmax(score)) if len(score) else 0
         if not len(score) or score[j] <= 0:  # a rival with credit has improvement too
