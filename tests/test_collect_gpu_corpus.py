@@ -99,3 +99,16 @@ def test_hands_off_collection_calls_no_setter_and_records_the_clocks_the_gpu_cho
         side = json.loads((out / f"nvidia-h100-80gb-hbm3_{wl}.provenance.json").read_text())
         assert side["settings"].startswith("hands-off") and side["settle_tol"] == 0.5
         assert side["power_limit_w"] == START_MW / 1e3  # the card's own limit, read only
+
+
+def test_workloads_sweeps_only_the_ones_named(tmp_path, monkeypatch):
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    nvml = FakeNvml(setters=False)
+    out = tmp_path / "corpus"
+    argv = ["--out", str(out), "--small", "--device", "cpu", "--minibatches", "2"]
+    argv += ["--hands-off", "--sample-period", "0.005", "--workloads", "resnet18"]
+    assert collect.main([*argv, "--budget-s", "3000"], nvml=nvml) == 0
+    assert not list(out.glob("*gpt-small*"))  # the other workload: not swept, no file
+    assert len(pd.read_csv(out / "nvidia-h100-80gb-hbm3_resnet18.csv")) == 2 * len(
+        collect.SMALL_BATCH_SIZES
+    )

@@ -16,7 +16,8 @@ power limit belong to someone else): it sweeps batch size x CPU threads at the c
 power limit and clocks, and records the clocks the GPU chose. ``--settle-tol`` measures
 each configuration only until its mean time and power are known to that relative
 standard error (the package's ``protocol="settled"``); the default is the paper's fixed
-window of ``--minibatches``.
+window of ``--minibatches``. ``--workloads`` sweeps only the workloads named; the budget
+is shared evenly among them (each its share, plus what the ones before it left).
 
 Output in ``--out``: per workload ``{device}_{workload}.csv`` (the package's corpus
 format, with a ``.provenance.json`` sidecar: GPU, driver, CUDA and torch versions,
@@ -239,11 +240,18 @@ def main(argv: list[str] | None = None, nvml: Any = None) -> int:
         action="store_true",
         help="change no setting: batch size x CPU threads at the card's own limit",
     )
+    ap.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=list(BATCH_SIZES),
+        default=list(BATCH_SIZES),
+        help="which workloads to sweep (default: both); the budget is shared among them",
+    )
     ap.add_argument("--small", action="store_true", help="tiny models (tests on a CPU)")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     args = ap.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    steps = make_steps(args.small, args.device)
+    steps = {k: v for k, v in make_steps(args.small, args.device).items() if k in args.workloads}
     t0, written = time.monotonic(), []
     for i, (name, step) in enumerate(steps.items()):  # each its share, plus what is left
         args.deadline = t0 + args.budget_s * (i + 1) / len(steps)
