@@ -18,6 +18,13 @@ it checks the measurement itself, on real NVML:
 * **the card**: the clock the GPU ran at, and each workload's throughput and energy per
   sample by batch size (the batch-size axis a PowerTrain user tunes).
 
+Three loans: the ``average`` runs came from the first, the ``instant`` runs without a
+suffix from the second, which ran out of time (its ResNet-18 runs hold 16, 20 and 8 of
+the 24 configurations); the ``-l3`` runs from a third, one call that measured ResNet-18's
+four instantaneous-power runs complete (fixed and settled, seeds 0 and 1) and the
+decoder's settled s1. A pair labelled ``loan 3`` compares runs of that one loan; ``loans
+3/2`` compares a third-loan run with a second-loan one.
+
 Figures are median / Q3 of |relative difference| over the configurations both runs
 measured; a run cut short by its time budget measured fewer (``n``).
 
@@ -42,7 +49,20 @@ PAIRS = (
     ("repeat (fixed s0 vs fixed s1)", "fixed-s0", "fixed-s1"),
     ("settled s0 vs fixed s0", "settled-s0", "fixed-s0"),
     ("settled s0 vs fixed s1", "settled-s0", "fixed-s1"),
+    ("loan 3: repeat (fixed s0 vs fixed s1)", "fixed-s0-l3", "fixed-s1-l3"),
+    ("loan 3: settled s0 vs fixed s0", "settled-s0-l3", "fixed-s0-l3"),
+    ("loan 3: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1-l3"),
+    ("loan 3: settled s0 vs settled s1", "settled-s0-l3", "settled-s1-l3"),
+    ("loans 3/2: fixed s0 vs fixed s0", "fixed-s0-l3", "fixed-s0"),
+    ("loans 3/2: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1"),
 )
+#: the runs of the card table (instant power, fixed protocol), the first pair that holds
+#: a workload: the third loan's complete ResNet-18 runs, else the second loan's
+CARD_RUNS = (
+    ("instant-fixed-s0-l3", "instant-fixed-s1-l3"),
+    ("instant-fixed-s0", "instant-fixed-s1"),
+)
+WIDTH = 38  # of the "compare" column
 
 
 def read(folder: Path, workload: str) -> pd.DataFrame | None:
@@ -79,12 +99,16 @@ def compare(data: Path) -> list[dict]:
 
 def card(data: Path) -> tuple[list[dict], list[dict]]:
     """Per workload and batch size (instant power, fixed protocol, both seeds pooled, the
-    CPU thread count with the shortest time): time, power, throughput, energy per sample;
-    and per workload the SM clocks observed and the share of rows whose power settled."""
+    CPU thread count with the shortest time; the runs of :data:`CARD_RUNS`): time, power,
+    throughput, energy per sample; and per workload the runs read, the SM clocks observed
+    and the share of rows whose power settled."""
     rows, clocks = [], []
     for wl in WORKLOADS:
-        runs = [read(data / f"instant-fixed-s{s}", wl) for s in (0, 1)]
-        df = pd.concat([r for r in runs if r is not None]).reset_index()
+        for names in CARD_RUNS:
+            runs = [r for n in names if (r := read(data / n, wl)) is not None]
+            if runs:
+                break
+        df = pd.concat(runs).reset_index()
         best = df.groupby(["batch_size", "threads"])[["time_ms", "power_w"]].mean()
         for bs, g in best.groupby(level="batch_size"):
             (_, threads), r = next(iter(g.sort_values("time_ms").iterrows()))
@@ -95,7 +119,8 @@ def card(data: Path) -> tuple[list[dict], list[dict]]:
                 "mj_per_sample": round(float(r.power_w * r.time_ms) / bs, 1),
             })  # fmt: skip
         sm = df["observed_gpu_mhz"]
-        clocks.append({"workload": wl, "rows": len(df), "sm_mhz_min": float(sm.min()),
+        clocks.append({"workload": wl, "runs": " + ".join(names), "rows": len(df),
+                       "sm_mhz_min": float(sm.min()),
                        "sm_mhz_max": float(sm.max()),
                        "stable_share": round(float(df["stable"].mean()), 2)})  # fmt: skip
     return rows, clocks
@@ -104,12 +129,12 @@ def card(data: Path) -> tuple[list[dict], list[dict]]:
 def show(result: dict) -> str:
     out = [f"# real GPU measurement ({result['gpu']}, {result['data']}); |difference| %"]
     out.append(
-        f"{'source':<8} {'workload':<10} {'compare':<30} {'n':>3} {'time med/Q3':>13} "
+        f"{'source':<8} {'workload':<10} {'compare':<{WIDTH}} {'n':>3} {'time med/Q3':>13} "
         f"{'power med/Q3':>14} {'board s':>13}"
     )
     for r in result["compare"]:
         out.append(
-            f"{r['source']:<8} {r['workload']:<10} {r['compare']:<30} {r['n']:>3} "
+            f"{r['source']:<8} {r['workload']:<10} {r['compare']:<{WIDTH}} {r['n']:>3} "
             f"{r['time_median_pct']:>6.2f}/{r['time_q3_pct']:<6.2f} "
             f"{r['power_median_pct']:>6.2f}/{r['power_q3_pct']:<7.2f} "
             f"{r['board_s_a']:>6.1f}/{r['board_s_b']:<6.1f}"
@@ -126,7 +151,7 @@ def show(result: dict) -> str:
     for c in result["clocks"]:
         lo, hi = c["sm_mhz_min"], c["sm_mhz_max"]
         out.append(f"{c['workload']}: SM clock observed {lo:g}-{hi:g} MHz over {c['rows']} "
-                   f"rows; {c['stable_share']:.0%} with settled power")  # fmt: skip
+                   f"rows ({c['runs']}); {c['stable_share']:.0%} with settled power")  # fmt: skip
     return "\n".join(out)
 
 
