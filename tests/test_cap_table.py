@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from powertrain.decisions.decide import _batch
-from powertrain.decisions.loss import table_loss
+from powertrain.decisions.loss import CLIP, table_loss
 from powertrain.decisions.posterior import (
     CLIP_Z,
     PRIOR_N,
@@ -48,10 +48,15 @@ def test_the_loss_is_how_much_slower_the_pick_may_be_and_goes_to_who_wins():
     cost = np.array([[80.0] * 10, [50.0] * 10])
     power = np.array([[19.0] * 10, [45.0] * 10])
     loss = table_loss(cost, power, best=np.array([100.0, np.inf]), caps=np.array([20.0, 18.0]))
-    assert loss.per_cap[0] == pytest.approx(0.2)
-    assert loss.credit[0].tolist() == pytest.approx([0.2, 0.0])
+    assert loss.per_cap[0] == pytest.approx(0.2)  # the stop rule reads the whole loss
+    # a table credits each draw up to CLIP: many caps near their optimum beat one fixed;
+    # the rival's own improvement is not clipped
+    assert loss.credit[0].tolist() == pytest.approx([CLIP, 0.0])
     assert loss.improvement[0].tolist() == pytest.approx([0.2, 0.0])
     assert loss.beaten[0] == 1.0
+    # one cap alone: its pick's whole loss is the point, nothing clipped
+    one = table_loss(cost, power, best=np.array([100.0]), caps=np.array([20.0]))
+    assert one.credit[0].tolist() == pytest.approx([0.2, 0.0])
     # 18 W: no pick and nothing fits in any draw: nothing to lose there
     assert loss.per_cap[1] == 0 and loss.beaten[1] == 0
     no_pick = table_loss(cost, power, best=np.array([np.inf]), caps=np.array([20.0]))

@@ -6,10 +6,14 @@ fastest configuration that fits in that draw (0 when the pick stays fastest); a 
 with no measured pick loses ``no_pick`` (100 % by default) in every draw where
 something fits, so the low-power end, where nothing is measured yet, is reached
 early. The loss of each draw is credited to the configuration that wins it: measuring
-that one is what would remove it. Each rival's own expected improvement (what it gains
-over the pick in every draw where it beats it, whoever else wins that draw) is kept
-beside the credit: the loop chooses by both (decide's ``_batch``). Summed over the caps
-with the user's weights, the total loss is the stop rule's quantity.
+that one is what would remove it, counted at most ``CLIP`` (3 %) per draw: a table is
+judged by how many of its caps are near their optimum, so a rival that could turn one
+cap's 10 % miss into none should not outweigh three that could each bring a cap from
+3 % to 0 (one cap alone is not clipped: its pick's whole loss is the point). Each
+rival's own expected improvement (what it gains over the pick in every draw where it
+beats it, whoever else wins that draw; unclipped, so large misses still get their turn)
+is kept beside the credit: the loop chooses by both (decide's ``_batch``). Summed over
+the caps with the user's weights, the (unclipped) loss is the stop rule's quantity.
 """
 
 from __future__ import annotations
@@ -22,12 +26,16 @@ from .posterior import Field, field_draws
 
 #: the loss of a cap without a measured pick, per draw in which something fits
 NO_PICK = 1.0
+#: with more than one cap, the most a draw's loss under a cap with a pick counts for in
+#: the credit (chosen on the tuning sets, docs/decisions.md "Credit clipped at 3 %")
+CLIP = 0.03
 
 
 @dataclass
 class TableLoss:
     """``per_cap``: expected relative loss of stopping now under each cap.
-    ``credit``: caps x rivals, the share of it each rival would remove.
+    ``credit``: caps x rivals, the share of it each rival would remove (each draw counted
+    up to the clip, :data:`CLIP`).
     ``beaten``: per cap, the chance that some rival beats the measured pick (or, with
     none, that some rival fits). ``wins``: caps x rivals, each rival's chance of doing so.
     ``improvement``: caps x rivals, each rival's own expected gain over the pick, counted
@@ -51,9 +59,12 @@ def table_loss(
     best: np.ndarray,
     caps: np.ndarray,
     no_pick: float = NO_PICK,
+    clip: float = CLIP,
 ) -> TableLoss:
     """``cost``, ``power``: rivals x draws (joint draws). ``best``: per cap, the measured
-    pick's cost (inf: no pick)."""
+    pick's cost (inf: no pick). ``clip``: with more than one cap, the most a draw's
+    relative loss under a cap with a pick counts for in ``credit`` (``per_cap`` and
+    ``improvement`` are unclipped)."""
     n, draws = cost.shape
     per_cap = np.zeros(len(caps))
     credit = np.zeros((len(caps), n))
@@ -63,6 +74,7 @@ def table_loss(
     if n == 0:
         return TableLoss(per_cap, credit, beaten, wins, improvement)
     cols = np.arange(draws)
+    limit = clip if len(caps) > 1 else np.inf
     for c, cap in enumerate(caps):
         k = np.where(power <= cap, cost, np.inf)
         win = np.argmin(k, axis=0)
@@ -77,7 +89,8 @@ def table_loss(
         gain = each[win, cols]
         beaten[c] = float(np.mean(won))
         per_cap[c] = float(gain.mean())
-        credit[c] = np.bincount(win, weights=gain, minlength=n) / draws
+        credited = np.minimum(gain, limit) if np.isfinite(best[c]) else gain
+        credit[c] = np.bincount(win, weights=credited, minlength=n) / draws
         wins[c] = np.bincount(win, weights=won.astype(float), minlength=n) / draws
         improvement[c] = each.mean(axis=1)
     return TableLoss(per_cap, credit, beaten, wins, improvement)
