@@ -4,12 +4,14 @@
 # priority), then the GPT decoder's settled s1 if time is left, so that the fixed against
 # settled and the repeat comparisons come from one card and one loan.
 #
-# Run in the repository root on the device machine:   OUT=/some/folder bash tools/h200_loan3.sh
+# Run in the repository root on the device machine:
+#     OUT=/some/folder bash datasets/measured/h200/loan3.sh
 # It changes no setting of the card (tools/collect_gpu_corpus.py --hands-off calls no NVML
 # setter) and reads nvidia-smi before and after. Each run starts only if its budget still
 # fits before SOFT_S seconds; every run is killed at HARD_S; after each run the run folders
 # are packed into $OUT/runs.tgz (the device tool brings back at most 8 files).
-# COLLECT replaces the collector (a test runs this against the fake NVML).
+# COLLECT replaces the collector (to try the script without a GPU, as it was tried
+# against the test suite's fake NVML before the loan; no test runs it).
 set -u
 : "${OUT:?set OUT to the results folder}"
 COLLECT=${COLLECT:-python3 tools/collect_gpu_corpus.py}
