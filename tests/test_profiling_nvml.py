@@ -277,6 +277,23 @@ def test_power_is_read_from_the_instantaneous_field_where_the_gpu_has_one(tmp_pa
         assert b.describe()["power_source"] == "average"
 
 
+def test_a_resumed_output_never_mixes_averaged_and_instantaneous_power(tmp_path):
+    out = tmp_path / "n.csv"
+    with backend(tmp_path) as b:  # a GPU without the instantaneous field: the average
+        profile(b, b.modes([2]), n_minibatches=2, out=out, progress=False)
+    assert "power_source" not in json.loads(meta_path(out).read_text())["run"]
+    with backend(tmp_path, InstantPower()) as b:
+        with pytest.raises(DataError, match='power_source = "instant"'):
+            profile(b, b.modes([2, 4]), n_minibatches=2, out=out, progress=False)
+    assert len(pd.read_csv(out)) == 1  # what was measured is kept
+    inst = tmp_path / "i.csv"
+    with backend(tmp_path, InstantPower()) as b:
+        profile(b, b.modes([2]), n_minibatches=2, out=inst, progress=False)
+    with backend(tmp_path, InstantPower()) as b:  # the same reading: resumes
+        df = profile(b, b.modes([2, 4]), n_minibatches=2, out=inst, progress=False)
+    assert df["power_w"].tolist() == pytest.approx([180.0, 180.0])
+
+
 def test_resume_keys_on_threads_workers_and_batch_size(tmp_path):
     out = tmp_path / "n.csv"
     with backend(tmp_path) as b:

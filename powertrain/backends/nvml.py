@@ -623,6 +623,8 @@ class NvmlBackend(StepBackend):
         header = {**super().run_header(), "allow_power_limit": self.allow_power_limit}
         if self.allow_clocks:  # absent when off, so older outputs still resume
             header["allow_clocks"] = True
+        if self.power_source == "instant":  # an output never mixes the two readings; absent
+            header["power_source"] = "instant"  # for the average, as older outputs have it
         return header
 
     def describe(self) -> dict:
