@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from powertrain.corpora import corpus_names, load_corpus
+from powertrain.data.corpora import corpus_names, load_corpus
 from powertrain.metrics import mape
 from powertrain.predictor import ExtrapolationWarning, Predictor
 from powertrain.predictor.baselines import GradientBoostingPredictor, nn_from_scratch

@@ -59,7 +59,7 @@ import pandas as pd
 
 import powertrain as pt
 from powertrain.backends import ReplayBackend, TwinBackend
-from powertrain.corpora import load_corpus
+from powertrain.data.corpora import load_corpus
 from powertrain.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -429,7 +429,7 @@ def real_traces(draws, budget=10, partial=None, folder=None) -> pd.DataFrame:
     through the replay board (``partial(rows)`` after each workload)."""
     import real_data as rd  # the sibling benchmark: discovery and the reference rule
 
-    from powertrain.real_data import load_real_r
+    from powertrain.data.real_data import load_real_r
 
     rows = []
     for gpu, corpora in sorted(rd.discover(folder).items()):

@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from powertrain.data.real_data import load_real_corpus, real_corpus_names, real_folder
 from powertrain.errors import DataError
 from powertrain.predictor import Predictor
 from powertrain.predictor.clock import ClockTransfer
-from powertrain.real_data import load_real_corpus, real_corpus_names, real_folder
 
 REFERENCE = "gpt3-175b-stage0-forward"
 KS = (3, 5, 10)

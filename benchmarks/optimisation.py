@@ -318,7 +318,7 @@ def active_picks(dev, workload, reference, grid, batch_size, caps, draw, names):
     measured fits a cap the lowest-power measured configuration stands in (scored as
     over the cap), as ``pick_under`` does."""
     from powertrain.backends import ReplayBackend
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     corpus = load_corpus(f"{dev.name}_{workload}_bs{batch_size}")
     budget = max(int(n.split("@")[1]) for n in names)

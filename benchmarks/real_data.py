@@ -2,7 +2,7 @@
 Zeus NSDI '23 traces, V100 and A40, in datasets/real/).
 
 Everything here is measured data (datasets/real/, tools/import_zeus.py, or ``--data
-DIR``: any folder of corpora ``powertrain.real_data.load_real_corpus`` reads); nothing
+DIR``: any folder of corpora ``powertrain.data.real_data.load_real_corpus`` reads); nothing
 comes from the twin. Devices, workloads, knobs and targets are read from the data: each
 table's ``device`` column names its device (whose spec declares the knobs; the Zeus
 GPUs: power limit x batch size) and ``workload`` column its workload; the time target is
@@ -43,14 +43,7 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import GradientBoostingRegressor
 
-from powertrain.decisions.refine import with_observed
-from powertrain.devices import get_device
-from powertrain.errors import DataError, NoFeasibleModeError
-from powertrain.metrics import excess_power, time_penalty_pct
-from powertrain.optimise import fastest_under
-from powertrain.predictor import Predictor
-from powertrain.predictor.predictor import MONOTONE_CHOICES
-from powertrain.real_data import (
+from powertrain.data.real_data import (
     corpus_targets,
     load_real_corpus,
     load_real_r,
@@ -58,12 +51,19 @@ from powertrain.real_data import (
     real_folder,
     real_provenance,
 )
+from powertrain.decisions.optimise import fastest_under
+from powertrain.decisions.refine import with_observed
+from powertrain.devices.device import get_device
+from powertrain.errors import DataError, NoFeasibleModeError
+from powertrain.metrics import excess_power, time_penalty_pct
+from powertrain.predictor import Predictor
+from powertrain.predictor.predictor import MONOTONE_CHOICES
 
 KS = (5, 10, 20)
 #: how a pick's power is judged against the cap: (guard, margin in predicted sigmas).
 #: "none": the prediction alone (the protocol before the physics guard); "physics": the
 #: measured samples count as measured and no margin goes beyond what the power limit
-#: guarantees (``power_w_max``; :func:`powertrain.optimise.fastest_under`). 1.5 sigma is
+#: guarantees (``power_w_max``; :func:`powertrain.decisions.optimise.fastest_under`). 1.5 sigma is
 #: the smallest margin of 0.5/1/1.5/2 with no V100 pick over cap + 1 W in a 4-draw
 #: exploration (V100 = tuning for this choice; A40 held out, though its figures were
 #: printed by the same exploration).

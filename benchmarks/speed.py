@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 import powertrain as pt
-from powertrain.corpora import load_corpus
+from powertrain.data.corpora import load_corpus
 from powertrain.predictor import ExtrapolationWarning, PowerTrainMLP, Predictor
 from powertrain.schema import CONFIG_COLUMNS
 

@@ -47,7 +47,12 @@ import pandas as pd
 
 import powertrain as pt
 from powertrain.backends import Backend, ReplayBackend, TwinBackend
-from powertrain.real_data import load_real_corpus, load_real_r, real_corpus_names, real_provenance
+from powertrain.data.real_data import (
+    load_real_corpus,
+    load_real_r,
+    real_corpus_names,
+    real_provenance,
+)
 
 #: training-set sizes (samples) of the traces' datasets, from the datasets' own pages:
 #: ImageNet-1k train, CIFAR-100 train, SQuAD v1.1 train, Sentiment140, LibriSpeech

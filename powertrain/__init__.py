@@ -22,52 +22,58 @@ from .errors import (
 #: scikit-learn take seconds to import, and `powertrain select --help`, `powertrain
 #: devices` or the profiler on a bare board should start at once.
 _LAZY = {
-    "load_r": "batch_efficiency",
-    "r_vector": "batch_efficiency",
+    "load_r": "data.batch_efficiency",
+    "r_vector": "data.batch_efficiency",
     "Decision": "decisions.decide",
     "decide": "decisions.decide",
-    "Device": "devices",
-    "get_device": "devices",
+    "Device": "devices.device",
+    "get_device": "devices.device",
     "report": "report",  # the callable package: pt.report(spec, out)
     "CapController": "decisions.cap_following",
     "CapSchedule": "decisions.cap_following",
     "follow": "decisions.cap_following",
-    "fastest_under": "optimise",
-    "pareto_front": "optimise",
+    "fastest_under": "decisions.optimise",
+    "pareto_front": "decisions.optimise",
     "Predictor": "predictor",
     "profile": "profiling.sweep",
     "refine_modes": "decisions.refine",
     "with_observed": "decisions.refine",
     "select": "decisions.selection",
     "time_to_accuracy": "decisions.selection",
-    "DeviceSpec": "specs",
-    "WorkloadSpec": "specs",
-    "device_names": "specs",
-    "register_device": "specs",
-    "workload_names": "specs",
+    "DeviceSpec": "devices.specs",
+    "WorkloadSpec": "devices.specs",
+    "device_names": "devices.specs",
+    "register_device": "devices.specs",
+    "workload_names": "devices.specs",
     "Twin": "twin",
-    "Tuner": "tuner",
+    "Tuner": "decisions.tuner",
     "CaseRun": "workflow",
     "run_case": "workflow",
-    "get_workload": "workloads",
+    "get_workload": "devices.workloads",
 }
 
 if TYPE_CHECKING:  # what type checkers and documentation tools see
     from . import report
-    from .batch_efficiency import load_r, r_vector
+    from .data.batch_efficiency import load_r, r_vector
     from .decisions.cap_following import CapController, CapSchedule, follow
     from .decisions.decide import Decision, decide
+    from .decisions.optimise import fastest_under, pareto_front
     from .decisions.refine import refine_modes, with_observed
     from .decisions.selection import select, time_to_accuracy
-    from .devices import Device, get_device
-    from .optimise import fastest_under, pareto_front
+    from .decisions.tuner import Tuner
+    from .devices.device import Device, get_device
+    from .devices.specs import (
+        DeviceSpec,
+        WorkloadSpec,
+        device_names,
+        register_device,
+        workload_names,
+    )
+    from .devices.workloads import get_workload
     from .predictor import Predictor
     from .profiling.sweep import profile
-    from .specs import DeviceSpec, WorkloadSpec, device_names, register_device, workload_names
-    from .tuner import Tuner
     from .twin import Twin
     from .workflow import CaseRun, run_case
-    from .workloads import get_workload
 
 
 def __getattr__(name: str) -> Any:

@@ -18,10 +18,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .devices import Device, get_device
+from .decisions.optimise import columns_of, fastest_under, pareto_front
+from .devices.device import Device, get_device
 from .errors import DataError, NoFeasibleModeError
 from .metrics import time_penalty_pct
-from .optimise import columns_of, fastest_under, pareto_front
 
 
 @dataclass
@@ -176,7 +176,7 @@ def run_case(
     same way as a per-minibatch Jetson one (the twin steps need a twin of the device).
     """
     from .decisions.refine import refine_modes, with_observed
-    from .workloads import get_workload
+    from .devices.workloads import get_workload
 
     dev = get_device(device)
     if batch_size is None:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powertrain.devices import get_device
+from powertrain.devices.device import get_device
 
 #: AGX Orin on JetPack 6: an 11-entry GPU table that differs from the catalog's 13
 ORIN_JP6_GPU_HZ = [

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
-from powertrain.batch_efficiency import (
+from powertrain.cli import main
+from powertrain.data.batch_efficiency import (
     TargetNotReachedError,
     digits_samples_to_target,
     normalise,
     sqrt_lr,
 )
-from powertrain.cli import main
 from powertrain.errors import DataError, NoFeasibleModeError
 
 # slow tests are marked one by one: the rest are part of `make test-fast`

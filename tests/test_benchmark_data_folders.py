@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from powertrain.real_data import real_folder
+from powertrain.data.real_data import real_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import decisions as bench  # noqa: E402

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powertrain.hashing import sha256_file
+from powertrain.utils.hashing import sha256_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import frequency  # noqa: E402

@@ -94,7 +94,7 @@ def test_the_active_strategy_picks_a_measured_configuration_per_cap():
         opt.active_picks(dev, "lstm", "orin-agx/resnet18", grid, 16, caps, 0, ["ACT@8", "ACT@12"])
     )
     assert set(got) == {"ACT@8", "ACT@12"}
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     corpus = load_corpus("orin-agx_lstm_bs16").set_index(list(grid.columns))
     for rows in got.values():

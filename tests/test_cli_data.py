@@ -82,7 +82,7 @@ def test_select_with_no_feasible_mode_exits_1(tmp_path, capsys):
 
 def test_modes_all_streams_a_space_too_big_for_one_table(tmp_path, monkeypatch, capsys):
     import powertrain as pt
-    from powertrain import devices
+    from powertrain.devices import device as devices
 
     whole = pt.get_device("orin-nano").power_modes()
     monkeypatch.setattr(devices, "MAX_MODES", 100)  # orin-nano's 1,800 modes: "too many"

@@ -14,7 +14,7 @@ import pytest
 
 from powertrain.cli import build_parser, main
 from powertrain.cli.args import join_list_values
-from powertrain.optimise import SAFE_K_SIGMA
+from powertrain.decisions.optimise import SAFE_K_SIGMA
 
 HEAVY = ("torch", "sklearn", "scipy")
 
@@ -77,7 +77,7 @@ def test_list_options_take_commas_or_spaces_and_stop_before_a_file():
 
 
 def test_batch_r_seeds_is_a_list_as_in_python(tmp_path, monkeypatch, capsys):
-    import powertrain.batch_efficiency as be
+    import powertrain.data.batch_efficiency as be
 
     seen = []
 
@@ -196,7 +196,7 @@ def test_fit_writes_no_progress_bar_into_a_redirected_stderr(tmp_path):
 
 
 def test_progress_bars_show_only_where_someone_looks():
-    from powertrain.progress import should_show
+    from powertrain.utils.progress import should_show
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -233,7 +233,7 @@ def test_a_notebook_without_ipywidgets_gets_the_text_bar(monkeypatch):
 
     import tqdm
 
-    from powertrain import progress
+    from powertrain.utils import progress
 
     monkeypatch.setattr(progress, "_in_notebook", lambda: True)
     real_find_spec = importlib.util.find_spec

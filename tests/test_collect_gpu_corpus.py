@@ -16,8 +16,8 @@ from test_profiling_nvml import START_MW, FakeNvml, Step  # noqa: E402
 
 from powertrain.backends.nvml import NvmlBackend  # noqa: E402
 from powertrain.backends.nvml_state import STATE_DIR_ENV  # noqa: E402
-from powertrain.real_data import load_real_corpus  # noqa: E402
-from powertrain.specs import unregister_device  # noqa: E402
+from powertrain.data.real_data import load_real_corpus  # noqa: E402
+from powertrain.devices.specs import unregister_device  # noqa: E402
 
 
 class ManyClocks(FakeNvml):

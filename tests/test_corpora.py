@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
-from powertrain import corpora
+from powertrain.data import corpora
 from powertrain.errors import DataError
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "make_corpora.py"
@@ -52,7 +52,7 @@ def test_every_shipped_corpus_has_a_recipe_and_matching_provenance():
         assert prov["rows"] == len(corpora.load_corpus(name))
         assert prov["command"] in (  # the old spelling until the lead regenerates datasets/
             f"python tools/make_corpora.py {name}",
-            f"python -m powertrain.corpora {name}",
+            f"python -m powertrain.data.corpora {name}",
         )
         if isinstance(prov["raw_logs"], dict):
             for entry in prov["raw_logs"].values():

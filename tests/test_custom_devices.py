@@ -8,8 +8,8 @@ import pytest
 
 import powertrain as pt
 from powertrain.cli import main
+from powertrain.devices.specs import load_device_spec, registered_devices, unregister_device
 from powertrain.errors import DataError, SpecError
-from powertrain.specs import load_device_spec, registered_devices, unregister_device
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 
 import powertrain as pt
 from powertrain.backends import ReplayBackend
-from powertrain.corpora import load_corpus
+from powertrain.data.corpora import load_corpus
 from powertrain.decisions.decide import win_probabilities
 from powertrain.errors import DataError, ProfilingError
 
@@ -64,7 +64,7 @@ def test_replay_drives_the_ordinary_sweep(table):
 
 
 def test_replay_of_a_per_epoch_trace_uses_the_device_columns():
-    from powertrain.real_data import load_real_corpus
+    from powertrain.data.real_data import load_real_corpus
 
     trace = load_real_corpus("a40_resnet50-imagenet")
     board = ReplayBackend(trace, seconds_per_config=30)

@@ -8,7 +8,7 @@ import pytest
 
 import powertrain as pt
 from powertrain.cli import main
-from powertrain.evaluate import cap_sweep
+from powertrain.decisions.evaluate import cap_sweep
 
 pytestmark = pytest.mark.slow
 

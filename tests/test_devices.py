@@ -261,7 +261,7 @@ def test_knobs_named_like_a_column_the_package_writes_are_refused(knob):
 
 
 def test_a_space_too_big_for_one_table_is_refused_by_size_and_iterated_in_chunks():
-    from powertrain.devices import MAX_MODES
+    from powertrain.devices.device import MAX_MODES
 
     tables = {f"k{i}": list(range(1, 401)) for i in range(6)}
     dev = pt.get_device({"name": "huge", "knobs": tables})

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
+from powertrain.decisions.evaluate import cap_sweep
 from powertrain.errors import DataError
-from powertrain.evaluate import cap_sweep
 
 
 def test_cap_sweep_on_a_hand_built_case():

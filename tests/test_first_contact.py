@@ -12,8 +12,8 @@ import pytest
 
 import powertrain as pt
 from powertrain.cli import main
+from powertrain.decisions.optimise import SAFE_K_SIGMA
 from powertrain.errors import DataError
-from powertrain.optimise import SAFE_K_SIGMA
 
 ROOT = Path(__file__).resolve().parents[1]
 NX = ROOT / "examples" / "orin-nx-16gb.json"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import hashlib
 
-from powertrain.hashing import sha256_file
+from powertrain.utils.hashing import sha256_file
 
 
 def test_sha256_file_matches_hashlib_across_block_boundary(tmp_path):

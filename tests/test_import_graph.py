@@ -32,10 +32,10 @@ LAYERS = [
     ("powertrain.predictor", "powertrain.twin"),
     ("powertrain.predictor", "powertrain.profiling"),
     ("powertrain.predictor", "powertrain.backends"),
-    ("powertrain.optimise", "powertrain.predictor"),
+    ("powertrain.decisions.optimise", "powertrain.predictor"),
     ("powertrain.workflow", "powertrain.report"),
     ("powertrain.decisions", "powertrain.workflow"),
-    ("powertrain.evaluate", "powertrain.workflow"),
+    ("powertrain.decisions.evaluate", "powertrain.workflow"),
 ]
 FOREIGN = ("tools", "tests")
 #: known cycles left out of the search while being removed (none now)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from powertrain.real_data import load_real_corpus, real_corpus_names
-from powertrain.specs import unregister_device
+from powertrain.data.real_data import load_real_corpus, real_corpus_names
+from powertrain.devices.specs import unregister_device
 
 ROOT = Path(__file__).resolve().parents[1]
 ZEUS = ROOT.parent / "shared" / "data" / "zeus_nsdi23"

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
+from powertrain.data.real_data import load_real_corpus, load_real_r
+from powertrain.decisions.evaluate import cap_sweep
+from powertrain.decisions.optimise import columns_of
 from powertrain.errors import DataError
-from powertrain.evaluate import cap_sweep
-from powertrain.optimise import columns_of
-from powertrain.real_data import load_real_corpus, load_real_r
 from powertrain.workflow import pick_per_cap
 
 

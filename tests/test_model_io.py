@@ -16,7 +16,6 @@ from synthetic import synthetic_corpus
 
 import powertrain as pt
 from powertrain.errors import ModelFileError
-from powertrain.hashing import sha256_file
 from powertrain.predictor import PowerTrainMLP, Predictor, pretrained_names
 from powertrain.predictor.model_io import (
     FORMAT_VERSION,
@@ -25,6 +24,7 @@ from powertrain.predictor.model_io import (
     UncheckedModelWarning,
     content_sha256,
 )
+from powertrain.utils.hashing import sha256_file
 
 pytestmark = pytest.mark.slow
 

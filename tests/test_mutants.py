@@ -165,7 +165,7 @@ def test_select_names_a_bad_deadline_and_objective():
 def test_columns_of_names_the_configuration_time_and_power():
     """optimise.columns_of_* and _catalog_device_for_4: a model's own names, else a
     device's knobs plus batch_size where the table has it, and the table's time column."""
-    from powertrain.optimise import columns_of
+    from powertrain.decisions.optimise import columns_of
 
     ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
     c = columns_of(pd.DataFrame(), model=ref)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import powertrain as pt
-from powertrain.specs import unregister_device
+from powertrain.devices.specs import unregister_device
 from powertrain.twin.params import DERIVED, device_params
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "orin-nx-16gb.json"

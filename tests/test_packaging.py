@@ -29,7 +29,7 @@ for name in ("orin-agx/resnet18", "orin-agx/mobilenetv3"):
     ref = pt.Predictor.from_pretrained(name)
     est = ref.predict(pt.get_device("orin-agx").maxn(), batch_size=16)
     assert est["time_ms"].iloc[0] > 0 and est["power_w"].iloc[0] > 0
-from powertrain.corpora import load_corpus
+from powertrain.data.corpora import load_corpus
 assert len(load_corpus("orin-agx_resnet18_bs16")) == 4368
 assert resources.files("powertrain").joinpath("py.typed").is_file()  # PEP 561: hints ship
 data = [p.name for p in resources.files("powertrain._datasets").iterdir()]

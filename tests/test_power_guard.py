@@ -5,9 +5,9 @@ import warnings
 
 import pytest
 
+from powertrain.data.real_data import load_real_corpus, real_folder
+from powertrain.devices.specs import device_spec_from_dict
 from powertrain.predictor import PowerTrainMLP, Predictor
-from powertrain.real_data import load_real_corpus, real_folder
-from powertrain.specs import device_spec_from_dict
 
 
 def test_a_power_limit_knob_is_the_guard_unless_the_spec_opts_out():

@@ -127,7 +127,7 @@ def test_predict_device_checks_the_modes_csv(files, capsys):
 def test_predict_streams_in_chunks_with_file_row_numbers(files, capsys, monkeypatch):
     """A CSV larger than one chunk gives the same predictions as one piece, and an error
     in a later chunk names the row of the file, not of the chunk."""
-    from powertrain import streaming
+    from powertrain.predictor import streaming
     from powertrain.predictor import Predictor
 
     d = files
@@ -171,7 +171,7 @@ def test_cli_hints_are_cli_flags_not_python(tmp_path, capsys):
 def test_fit_and_predict_a_gpu_model_on_its_own_knobs(tmp_path, capsys):
     """A real GPU trace: fit reads the device's knobs, --targets names the time column,
     predict --device writes the GPU's modes; a Jetson's modes are refused by name."""
-    from powertrain.real_data import load_real_corpus
+    from powertrain.data.real_data import load_real_corpus
 
     corpus = tmp_path / "v100.csv"
     load_real_corpus("v100_bert-squad").to_csv(corpus, index=False)

@@ -10,8 +10,8 @@ import torch
 from synthetic import synthetic_corpus
 
 import powertrain as pt
+from powertrain.data.real_data import load_real_corpus
 from powertrain.predictor import PowerTrainMLP, Predictor
-from powertrain.real_data import load_real_corpus
 
 torch.set_num_threads(1)
 
@@ -157,7 +157,7 @@ def test_a_transfer_of_a_power_monotone_reference_is_monotone_on_every_mode():
     ``monotone=("power_w",)`` and every transfer of it predict power that never falls as
     a knob rises, on all 18,096 Orin AGX modes; the same reference unconstrained does
     not (what the contract buys)."""
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     corpus = load_corpus("orin-agx_resnet18_bs16").sample(800, random_state=0)
     samples = load_corpus("orin-agx_yolov8n_bs16").sample(50, random_state=0)

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
+from powertrain.devices.specs import load_device_spec
 from powertrain.errors import ModeError, SpecError
-from powertrain.specs import load_device_spec
 
 FILES = json.loads((Path(__file__).parent / "data" / "nvpmodel_presets.json").read_text())
 
@@ -101,7 +101,7 @@ def test_a_preset_off_its_table_or_gating_without_a_tpc_count_is_refused():
 
 def test_custom_mode_corpora_are_unchanged_by_presets():
     """The twin's expectation of every custom mode is what the shipped corpora hold."""
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     twin = pt.Twin("orin-agx", "resnet18", seed=0)
     corpus = load_corpus("orin-agx_resnet18_bs16").head(50)

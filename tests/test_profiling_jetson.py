@@ -21,7 +21,7 @@ from powertrain.backends.jetson.power_sensors import (
 )
 from powertrain.backends.jetson.sysfs_knobs import BoardTableWarning, SysfsKnobs
 from powertrain.cli import main
-from powertrain.devices import get_device
+from powertrain.devices.device import get_device
 from powertrain.errors import ProfilingError
 from powertrain.profiling.sweep import profile
 

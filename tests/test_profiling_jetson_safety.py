@@ -13,7 +13,7 @@ from fake_sysfs import GPU_DIR, make_orin
 
 from powertrain.backends.jetson import JetsonBackend
 from powertrain.backends.jetson.sysfs_knobs import SysfsKnobs, confined
-from powertrain.devices import get_device
+from powertrain.devices.device import get_device
 from powertrain.errors import ProfilingError
 
 HERE = Path(__file__).resolve().parent

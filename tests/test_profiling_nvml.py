@@ -708,7 +708,7 @@ def test_a_live_run_on_the_same_gpu_is_refused(tmp_path):
 
 
 def test_device_spec_from_what_nvml_reports(tmp_path):
-    from powertrain.specs import device_spec_from_dict
+    from powertrain.devices.specs import device_spec_from_dict
 
     with backend(tmp_path, FakeNvml(setters=True), allow_clocks=True, allow_power_limit=True) as b:
         spec = b.device_spec()

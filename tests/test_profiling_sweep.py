@@ -263,7 +263,7 @@ def test_sweep_follows_the_backends_configuration_columns(tmp_path, capsys):
 def test_resets_recomputed_for_the_rows_still_to_run():
     class Ordered(SimBoard):
         def sweep_order(self, modes):
-            from powertrain.devices import get_device
+            from powertrain.devices.device import get_device
 
             return get_device("orin-agx").sweep_order(modes)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from powertrain.data.real_data import load_real_corpus, load_real_r, real_corpus_names
 from powertrain.errors import DataError
-from powertrain.real_data import load_real_corpus, load_real_r, real_corpus_names
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,7 @@ def test_a_transfer_between_devices_with_other_knobs_is_a_clear_error():
 
 
 def test_a_power_limit_the_gpu_does_not_have_names_file_row_and_column():
-    from powertrain.devices import check_device
+    from powertrain.devices.device import check_device
     from powertrain.errors import ModeError
 
     df = load_real_corpus("a40_bert-squad").copy()
@@ -162,7 +162,7 @@ def test_a_users_corpus_declares_its_device_in_its_sidecar(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from powertrain.specs import unregister_device
+    from powertrain.devices.specs import unregister_device
 
     clocks = [900.0, 1100.0, 1300.0, 1500.0, 1700.0]
     rows = [(f, b) for f in clocks for b in (8, 16, 32)]
@@ -175,7 +175,7 @@ def test_a_users_corpus_declares_its_device_in_its_sidecar(tmp_path):
     df.to_csv(path, index=False)
     spec = {"name": "my-gpu", "knobs": {"sm_mhz": clocks}}
     side = tmp_path / "my-gpu_mine.provenance.json"
-    from powertrain.hashing import sha256_file
+    from powertrain.utils.hashing import sha256_file
 
     side.write_text(json.dumps({"device_spec": spec}))
     unregister_device("my-gpu")

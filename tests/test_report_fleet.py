@@ -11,8 +11,8 @@ import pytest
 
 import powertrain as pt
 from powertrain.cli import main
+from powertrain.decisions.optimise import SAFE_K_SIGMA
 from powertrain.errors import PowerTrainError, SpecError
-from powertrain.optimise import SAFE_K_SIGMA
 from powertrain.report.cases import steps_per_epoch
 from powertrain.report.folder import ReportError, connect
 from powertrain.report.spec import load_spec, parse_spec

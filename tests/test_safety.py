@@ -20,13 +20,13 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
-from powertrain import streaming
+from powertrain.predictor import streaming
 from powertrain.backends.replay import RepeatedRecordsWarning, ReplayBackend
 from powertrain.cli import main
-from powertrain.corpora import load_corpus
+from powertrain.data.corpora import load_corpus
 from powertrain.errors import DataError, ModeError, ModelFileError
-from powertrain.files import atomic_open, inside, refuse_same, same_file
 from powertrain.predictor import CrossDeviceWarning, ExtrapolationWarning, Predictor
+from powertrain.utils.files import atomic_open, inside, refuse_same, same_file
 
 REPO = Path(pt.__file__).resolve().parents[1]
 MODES = "cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size\n"
@@ -304,7 +304,7 @@ def test_fit_with_no_targets_is_refused():
 
 
 def test_a_sidecar_without_its_digest_is_refused(tmp_path):
-    from powertrain.real_data import load_real_corpus, real_corpus_names
+    from powertrain.data.real_data import load_real_corpus, real_corpus_names
 
     name = real_corpus_names()[0]
     src = REPO / "datasets" / "real"
@@ -383,7 +383,7 @@ def test_select_keeps_a_configuration_that_finishes_exactly_at_the_deadline():
 
 
 def test_csv_text_is_exactly_what_to_csv_writes():
-    from powertrain.streaming import csv_text
+    from powertrain.predictor.streaming import csv_text
 
     rng = np.random.default_rng(0)
     n = 400
@@ -406,7 +406,7 @@ def test_csv_text_is_exactly_what_to_csv_writes():
 
 
 def test_a_producer_error_reaches_the_writer_at_its_chunk():
-    from powertrain.streaming import prefetch
+    from powertrain.predictor.streaming import prefetch
 
     def frames():
         yield pd.DataFrame({"a": [1]})

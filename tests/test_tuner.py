@@ -18,9 +18,9 @@ from test_profiling_nvml import START_MW, FakeNvml
 
 import powertrain as pt
 from powertrain.backends import NvmlBackend, TwinBackend
+from powertrain.decisions.tuner import improvement
 from powertrain.errors import DataError
 from powertrain.predictor import PowerTrainMLP, Predictor
-from powertrain.tuner import improvement
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +81,7 @@ def test_a_plain_loop_trains_decides_and_restores(reference, caplog):
     board, job = twin_board(), Job()
     tuner = pt.Tuner(board, reference, 30.0, budget=8, minibatches=5, transfer_options=QUICK)
     first = None
-    with caplog.at_level(logging.INFO, logger="powertrain.tuner"):
+    with caplog.at_level(logging.INFO, logger="powertrain.decisions.tuner"):
         for _ in range(400):
             with tuner.step():
                 loss = job.step()
@@ -120,7 +120,7 @@ def test_a_new_cap_is_decided_again_and_applied(reference, caplog):
     board, job = twin_board(), Job()
     schedule = pt.CapSchedule(steps=[(0, 30.0), (60.0, 20.0)])
     tuner = pt.Tuner(board, reference, schedule, budget=8, minibatches=5, transfer_options=QUICK)
-    with caplog.at_level(logging.INFO, logger="powertrain.tuner"):
+    with caplog.at_level(logging.INFO, logger="powertrain.decisions.tuner"):
         while tuner.elapsed_s < 120 or not tuner.settled:
             with tuner.step():
                 job.step()

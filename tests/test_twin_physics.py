@@ -70,7 +70,7 @@ def test_memory_rail_power_grows_with_its_clock():
 
 
 def test_unlearnable_part_is_small_on_the_pareto_front_and_large_where_starved():
-    from powertrain.optimise import pareto_front
+    from powertrain.decisions.optimise import pareto_front
     from powertrain.twin.deviations import oracle_expected
 
     twin = pt.Twin("orin-agx", "resnet18", seed=0)

@@ -212,7 +212,7 @@ def _parse_fleet(body: str) -> Callable[[Path], Outcome]:
 
 def _fit_targets(targets: str) -> Callable[[Path], Outcome]:
     def run(tmp: Path) -> Outcome:
-        from powertrain.corpora import load_corpus
+        from powertrain.data.corpora import load_corpus
 
         corpus = load_corpus("orin-agx_resnet18_bs16").head(60)
         corpus.to_csv(tmp / "c.csv", index=False)
@@ -222,7 +222,7 @@ def _fit_targets(targets: str) -> Callable[[Path], Outcome]:
 
 
 def _fit_api_targets(tmp: Path) -> Outcome:
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
     from powertrain.predictor import PowerTrainMLP, Predictor
 
     corpus = load_corpus("orin-agx_resnet18_bs16").head(60)
@@ -238,7 +238,7 @@ def _estimates(tmp: Path) -> Path:
 
 def _cache(tmp: Path, edit: Callable[[list], None]) -> Outcome:
     """A batch-r cache for sizes 8,16 x seed 0 (fake proxy), edited, then read back."""
-    from powertrain.batch_efficiency import r_vector
+    from powertrain.data.batch_efficiency import r_vector
 
     def train(b: int, s: int, target: float) -> int:
         return 1000 + b
@@ -317,7 +317,7 @@ def _small_mount(path: Path, options: str):
 
 def _fit_into(tmp: Path, options: str) -> Outcome:
     """``fit`` into a full or read-only folder (read-only: refused before training)."""
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
     from powertrain.predictor import Predictor
 
     load_corpus("orin-agx_resnet18_bs16").head(60).to_csv(tmp / "c.csv", index=False)
@@ -440,7 +440,7 @@ def _stream_bad_row(bad: bytes) -> Callable[[Path], Outcome]:
     leave no output file (a truncated one looks whole to the next command)."""
 
     def run(tmp: Path) -> Outcome:
-        from powertrain import streaming
+        from powertrain.predictor import streaming
 
         src = tmp / "big.csv"
         head = "cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size\n" + _ROW * 12
@@ -483,7 +483,7 @@ def _cross_device(tmp: Path) -> Outcome:
 
 def _replay(edit: Callable[[pd.DataFrame], pd.DataFrame], device: str | None) -> Outcome:
     from powertrain.backends.replay import ReplayBackend
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     table = edit(load_corpus("orin-agx_resnet18_bs16"))
     return api(lambda: ReplayBackend(table, device=device))
@@ -530,7 +530,7 @@ def _api_predict(**kw: object) -> Outcome:
 
 
 def _fit_no_targets(tmp: Path) -> Outcome:
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
     from powertrain.predictor import Predictor
 
     corpus = load_corpus("orin-agx_resnet18_bs16").head(30)
@@ -538,7 +538,7 @@ def _fit_no_targets(tmp: Path) -> Outcome:
 
 
 def _sidecar_no_digest(tmp: Path) -> Outcome:
-    from powertrain.real_data import load_real_corpus, real_corpus_names
+    from powertrain.data.real_data import load_real_corpus, real_corpus_names
 
     name = real_corpus_names()[0]
     for suffix in (".csv", ".provenance.json"):
@@ -689,7 +689,7 @@ def _decide(power_cap_w: object = 30.0, board: str = "replay", **kw: object) -> 
 
     import powertrain as pt
     from powertrain.backends import ReplayBackend
-    from powertrain.corpora import load_corpus
+    from powertrain.data.corpora import load_corpus
 
     table = load_corpus("orin-agx_mobilenetv3_bs16").sample(300, random_state=0)
 

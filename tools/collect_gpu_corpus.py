@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 
 from powertrain.backends.nvml import NvmlBackend
-from powertrain.hashing import sha256_file
 from powertrain.profiling.sweep import profile
 from powertrain.steps.model_step import ModelStep
 from powertrain.steps.step import TrainingStep
 from powertrain.steps.torch_workloads import SyntheticImages, resnet18
+from powertrain.utils.hashing import sha256_file
 
 #: per workload: batch sizes (the CNN's images, the transformer's sequences)
 BATCH_SIZES = {"resnet18": (32, 64, 128, 256), "gpt-small": (8, 16, 32, 64)}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from powertrain.hashing import sha256_file as sha256
+from powertrain.utils.hashing import sha256_file as sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "zeus_nsdi23"

@@ -1,7 +1,7 @@
 """Regenerate the profiling corpora in ``datasets/`` on the digital twin (a build script).
 
 Why outside the library: making a corpus runs the twin through the profiler for hours
-of simulated board time; users only load the results (``powertrain.corpora``). Every
+of simulated board time; users only load the results (``powertrain.data.corpora``). Every
 corpus is produced through :func:`powertrain.profile`, the same loop users run on a
 board (40 minibatches per mode, power from 1 Hz sensor samples), bit-for-bit
 reproducibly for the same powertrain, numpy and pandas versions::
@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from powertrain._version import __version__
-from powertrain.corpora import REGENERATE
-from powertrain.devices import get_device
+from powertrain.data.corpora import REGENERATE
+from powertrain.devices.device import get_device
+from powertrain.devices.workloads import get_workload
 from powertrain.errors import DataError
-from powertrain.hashing import sha256_file
 from powertrain.profiling.store import raw_log_paths
 from powertrain.profiling.sweep import profile
 from powertrain.twin import Twin
-from powertrain.workloads import get_workload
+from powertrain.utils.hashing import sha256_file
 
 N_MINIBATCHES = 40
 #: the repository's datasets/ folder (shipped as the package powertrain._datasets)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from powertrain.corpora import load_corpus, provenance
+from powertrain.data.corpora import load_corpus, provenance
 from powertrain.predictor import TARGETS, Predictor
 from powertrain.predictor.predictor import MONOTONE_CHOICES
 

@@ -17,7 +17,7 @@ from ..schema import CONFIG_COLUMNS, check_modes
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..devices import Device
+    from ..devices.device import Device
 
 
 class Backend(ABC):

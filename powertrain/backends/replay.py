@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..devices import Device, get_device, table_device
+from ..devices.device import Device, get_device, table_device
 from ..errors import DataError, ProfilingError
 from ..schema import CONFIG_COLUMNS, check_columns, read_csv
 from .base import Backend

@@ -12,8 +12,8 @@ import sys
 import traceback
 
 from .._version import __version__
+from ..devices.specs import register_device
 from ..errors import PowerTrainError
-from ..specs import register_device
 from .args import Parser
 
 #: sub-modules of powertrain.cli that define ``register(subparsers)``, in help order

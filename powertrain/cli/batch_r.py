@@ -19,11 +19,11 @@ from .args import (
     say,
 )
 
-R_VECTOR = "powertrain.batch_efficiency:r_vector"
+R_VECTOR = "powertrain.data.batch_efficiency:r_vector"
 
 
 def cmd_batch_r(args: argparse.Namespace) -> int:
-    from ..batch_efficiency import r_vector
+    from ..data.batch_efficiency import r_vector
     from .tables import write_table
 
     out = Path(args.out)

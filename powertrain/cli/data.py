@@ -46,8 +46,8 @@ def _knob_summary(name: str, values: tuple[float, ...]) -> str:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from ..devices import get_device
-    from ..specs import device_names
+    from ..devices.device import get_device
+    from ..devices.specs import device_names
 
     rows = []
     for name in device_names():
@@ -61,11 +61,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_modes(args: argparse.Namespace) -> int:
-    from ..devices import get_device
+    from ..devices.device import get_device
 
     dev = get_device(args.device)
     if args.which == "all" and not args.sweep_order:  # any size: a chunk at a time
-        from ..streaming import check_rows, write_csv_chunks
+        from ..predictor.streaming import check_rows, write_csv_chunks
         from .tables import integer_columns, print_table
 
         it = dev.iter_power_modes()
@@ -95,7 +95,7 @@ def cmd_modes(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from ..devices import get_device
+    from ..devices.device import get_device
     from ..profiling.sweep import profile
     from ..twin import Twin
 

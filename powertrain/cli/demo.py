@@ -24,8 +24,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .. import get_device
+    from ..decisions.optimise import SAFE_K_SIGMA
     from ..errors import NoFeasibleModeError
-    from ..optimise import SAFE_K_SIGMA
     from ..twin import Twin
     from ..workflow import run_case
 
@@ -84,8 +84,8 @@ def _advice(note: str) -> str:
 
 def _predicted_picks(run, args: argparse.Namespace) -> list:
     """The prediction-only picks under the cap: with the margin, then the paper's plain one."""
+    from ..decisions.optimise import how_picked
     from ..errors import NoFeasibleModeError
-    from ..optimise import how_picked
     from ..workflow import pick_per_cap
 
     board_min = run.samples["profile_s"].sum() / 60
@@ -161,7 +161,7 @@ def _answer(picks: list, knobs) -> str:
 
 def _details(run, dev, args: argparse.Namespace, caps: list) -> dict:
     """The facts behind the answer: accuracy, cost, and how the model does over a sweep."""
-    from ..evaluate import cap_sweep
+    from ..decisions.evaluate import cap_sweep
     from ..metrics import mape
 
     est, truth = run.estimates, run.truth
@@ -194,9 +194,9 @@ def _write_outputs(out: Path, run, dev, args, picks: list, caps: list, say) -> N
 
     import pandas as pd
 
-    from ..files import put
     from ..report.figures import figure_png, new_figure, plot_time_power
     from ..report.pages import facts_html, render_page, table_html
+    from ..utils.files import put
 
     for name, table in (("samples", run.samples), ("estimates", run.estimates),
                         ("pareto_front", run.front)):  # fmt: skip

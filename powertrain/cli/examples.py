@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import DataError
-from ..files import atomic_write, inside
+from ..utils.files import atomic_write, inside
 from .args import command, done
 
 #: package -> the shipped files of the repository's examples/ (report and device specs)
@@ -49,9 +49,9 @@ def cmd_examples(args: argparse.Namespace) -> int:
         done(f"copied {', '.join(copied)} to {out}")
         return 0
 
-    from ..corpora import corpus_names
+    from ..data.corpora import corpus_names
+    from ..data.real_data import real_corpus_names
     from ..predictor import pretrained_names
-    from ..real_data import real_corpus_names
 
     print("corpora on the digital twin (powertrain fit ID, powertrain transfer ID):")
     print("  " + "\n  ".join(corpus_names()))

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataError, ModelFileError
-from ..files import refuse_same
+from ..utils.files import refuse_same
 from .args import (
     IntListAction,
     command,
@@ -27,8 +27,8 @@ from .args import (
 def read_table(text: str, what: str = ""):
     """A CSV file, or the id of a corpus shipped with the package (``powertrain
     examples`` lists them), e.g. ``orin-agx_mobilenetv3_bs16`` or ``v100_bert-squad``."""
-    from ..corpora import corpus_names, corpus_path
-    from ..real_data import load_real_corpus, real_corpus_names
+    from ..data.corpora import corpus_names, corpus_path
+    from ..data.real_data import load_real_corpus, real_corpus_names
     from ..schema import read_csv
 
     if Path(text).exists() or text.endswith((".csv", ".csv.gz")):
@@ -135,7 +135,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from ..streaming import predict_chunks, read_csv_chunks, write_csv_chunks
+    from ..predictor.streaming import predict_chunks, read_csv_chunks, write_csv_chunks
     from .tables import integer_columns
 
     if args.out not in (None, "-"):
@@ -149,16 +149,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         chunks = read_csv_chunks(args.modes)
         source = args.modes
         if args.device:  # --device with a CSV: the CSV must hold that device's modes
-            from ..devices import get_device
+            from ..devices.device import get_device
 
             device = get_device(args.device)
             check = lambda df, src: device.validate(df, source=src)  # noqa: E731
     else:
-        from ..devices import get_device
+        from ..devices.device import get_device
 
         if not args.device:
             raise DataError("give a modes CSV or --device to predict every power mode")
-        from ..streaming import check_rows
+        from ..predictor.streaming import check_rows
 
         dev = get_device(args.device)
         first = next(dev.iter_power_modes(chunk=1000))
@@ -195,7 +195,7 @@ def _check_model_device(model, name: str, device: str, allow: bool) -> None:
     """Refuse predicting a device the model was not trained on (its clocks may lie inside
     the training ranges, so no extrapolation warning would fire), unless ``allow``:
     then say loudly that the numbers are a cross-device guess."""
-    from ..devices import get_device
+    from ..devices.device import get_device
     from ..predictor.checks import trained_devices
 
     known = trained_devices(model.info_)

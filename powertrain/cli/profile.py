@@ -410,7 +410,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.sample_period is not None and not args.sample_period > 0:
         raise DataError(f"--sample-period {args.sample_period}: give a period > 0 s")
     if args.out is not None and args.modes is not None and not args.modes.isdigit():
-        from ..files import refuse_same
+        from ..utils.files import refuse_same
 
         refuse_same(args.out, args.modes)  # the store would read the modes as results
     if args.out is not None and not Path(args.out).parent.is_dir():

@@ -10,13 +10,13 @@ import argparse
 from pathlib import Path
 
 from ..errors import DataError
-from ..files import refuse_same
+from ..utils.files import refuse_same
 from .args import command, default_of, done, given
 
 #: selection.OBJECTIVES, spelled out so that building the parser imports nothing heavy
 OBJECTIVES = ("time", "energy")
 #: where the library defaults shown in the help live (read without importing them)
-FASTEST_UNDER = "powertrain.optimise:fastest_under"
+FASTEST_UNDER = "powertrain.decisions.optimise:fastest_under"
 SELECT = "powertrain.decisions.selection:select"
 #: the safety-margin options, as fastest_under / select keywords
 _MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
@@ -26,7 +26,7 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
     """The time target to minimise: ``name``, else the table's ``time_ms`` or ``epoch_s``
     (optimise.TIME_COLUMNS), else the one predicted column besides ``power`` (a column
     with a ``_std`` partner, as a model's own target has)."""
-    from ..optimise import TIME_COLUMNS
+    from ..decisions.optimise import TIME_COLUMNS
 
     columns = list(columns)
     if name is not None:
@@ -47,7 +47,7 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from ..optimise import fastest_under, how_picked, pareto_front, safe_k_sigma
+    from ..decisions.optimise import fastest_under, how_picked, pareto_front, safe_k_sigma
     from ..schema import read_csv
     from .tables import write_table
 

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from ..files import atomic_open, disk_reason
 from ..schema import INTEGER_COLUMNS
+from ..utils.files import atomic_open, disk_reason
 
 #: how floats of measured or predicted columns are printed on the terminal
 FLOAT_FORMAT = "%.6g"

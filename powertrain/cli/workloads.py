@@ -12,8 +12,8 @@ from .args import command
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from ..specs import workload_names
-    from ..workloads import get_workload
+    from ..devices.specs import workload_names
+    from ..devices.workloads import get_workload
 
     print(f"{'workload':<18} {'batch':>5} {'dataset':>8}  description")
     for name in workload_names():

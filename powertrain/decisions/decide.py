@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..optimise import _number
 from .loss import Assessment, assess
+from .optimise import _number
 from .posterior import LENGTH, Field, knob_space, spread_scale
 from .study import (
     SETTLE_TOL,
@@ -148,7 +148,7 @@ class Decision:
 
     def save_table(self, path: str | Path) -> Path:
         """Write :meth:`table` as CSV (atomically); :func:`load_table` reads it back."""
-        from ..files import atomic_write
+        from ..utils.files import atomic_write
 
         atomic_write(path, self.table().to_csv(index=False))
         return Path(path)
@@ -221,7 +221,7 @@ def cost_factor(configs: pd.DataFrame, r: Any, time_column: str) -> np.ndarray:
         per = r.set_index(r["batch_size"].astype(int))["epochs"].astype(float)
         factor = b.map(per)
     else:
-        from ..batch_efficiency import load_r
+        from ..data.batch_efficiency import load_r
 
         rv = load_r(r)
         n = rv.set_index("batch_size")["samples" if "samples" in rv.columns else "r"]

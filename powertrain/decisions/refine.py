@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..optimise import columns_of, fastest_under, pareto_front
 from ..schema import check_columns
+from .optimise import columns_of, fastest_under, pareto_front
 
 
 def _keys(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:

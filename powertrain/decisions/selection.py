@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..batch_efficiency import RSource, load_r
+from ..data.batch_efficiency import RSource, load_r
 from ..errors import DataError, NoFeasibleModeError
-from ..optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
+from .optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
 
 OBJECTIVES = ("time", "energy")
 
@@ -78,7 +78,7 @@ def select(
     """The (batch size, power mode) row minimising time (or energy) to accuracy whose
     predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
 
-    ``k_sigma=None`` (default) keeps :data:`~powertrain.optimise.SAFE_K_SIGMA` predicted
+    ``k_sigma=None`` (default) keeps :data:`~powertrain.decisions.optimise.SAFE_K_SIGMA` predicted
     sigmas below the cap when the table has a ``power_w_std`` column (a prediction), none
     on a measured table; ``k_sigma=0`` is the paper's plain pick. The pick's
     ``attrs["how"]`` says which: ``"predicted with a margin (3 sigma)"`` or ``"predicted"``.

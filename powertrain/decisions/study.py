@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from ..optimise import _number
+from .optimise import _number
 
 #: what a decision minimises among the configurations under a cap
 OBJECTIVES = ("time", "energy")

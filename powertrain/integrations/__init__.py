@@ -39,7 +39,7 @@ class TunerHooks:
 
     def start_tuner(self, found_batch_size: Any, log: Callable[[str], Any]) -> None:
         """Start the Tuner at the given batch size, else the framework's."""
-        from ..tuner import Tuner
+        from ..decisions.tuner import Tuner
 
         b = single_batch_size(self.batch_size, found_batch_size, "PowerTrainCallback")
         options = {"log": log, **self.tuner_options}

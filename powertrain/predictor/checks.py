@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence, cast
 import numpy as np
 import pandas as pd
 
-from ..devices import check_device
+from ..devices.device import check_device
 from ..errors import DataError, ModelFileError
 from ..reserved import reserved_column
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns

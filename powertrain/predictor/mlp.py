@@ -253,7 +253,7 @@ def train(
     bs = max(1, min(batch_size, n))
     bar = None
     if progress:  # shown on a terminal or in a notebook only, never into a log file
-        from ..progress import progress_bar
+        from ..utils.progress import progress_bar
 
         bar = progress_bar(total=epochs, desc=desc, leave=False, unit="epoch")
     # minibatches of 32-4k rows are too small to split across threads: the OpenMP hand-off

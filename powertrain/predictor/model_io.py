@@ -30,10 +30,10 @@ from typing import Any, Callable, TypeGuard
 import torch
 
 from ..errors import ModelFileError
-from ..files import DISK_ERRNOS, disk_reason, replace_dir
-from ..hashing import sha256_file
 from ..schema import CONFIG_COLUMNS
 from ..schema import TARGET_COLUMNS as TARGETS
+from ..utils.files import DISK_ERRNOS, disk_reason, replace_dir
+from ..utils.hashing import sha256_file
 from .estimator import PowerTrainMLP, base_estimator
 
 FORMAT = "powertrain-predictor"

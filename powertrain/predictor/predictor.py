@@ -20,11 +20,11 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from ..devices import table_device
+from ..devices.device import table_device
+from ..devices.specs import register_device, registered_devices
 from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
-from ..specs import register_device, registered_devices
 from . import checks, mlp
 from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator, transfers_in_parallel
 
@@ -321,7 +321,8 @@ class Predictor(BaseEstimator):
         model's held-out error) for safety margins. Where the device has a power-limit
         knob (its spec's ``power_cap``) also ``power_w_max``: the most the hardware lets
         the configuration draw (its limit plus the largest excess the samples showed),
-        which a safety margin never needs to exceed (:func:`~powertrain.optimise.fastest_under`).
+        which a safety margin never needs to exceed
+        (:func:`~powertrain.decisions.optimise.fastest_under`).
         Existing ``time_ms``/``power_w`` columns are overwritten. Warns on
         configurations outside the training ranges. A transferred predictor's result
         says what each head's transfer kept in ``.attrs["transfer_choice"]`` (as

@@ -23,9 +23,9 @@ from filelock import FileLock, Timeout
 
 from .._version import __version__
 from ..backends import Backend
+from ..devices.specs import device_names
 from ..errors import DataError, PowerTrainError, ProfilingError
-from ..files import atomic_write, disk_reason, fsync_dir
-from ..specs import device_names
+from ..utils.files import atomic_write, disk_reason, fsync_dir
 
 #: measured columns written per configuration, in order, after ``device``, ``workload``
 #: and the backend's ``config_columns`` (its ``observed_columns`` follow them)
@@ -292,7 +292,7 @@ def write_meta(out: Path, backend: Backend, n_minibatches: int, header: Mapping)
 def register_sidecar_device(csv: Path | str) -> None:
     """Register the device spec that a profiling output's sidecar (``X.meta.json`` beside
     ``X.csv``) records for a device outside the catalog; nothing when there is none."""
-    from ..specs import register_device
+    from ..devices.specs import register_device
 
     path = meta_path(Path(csv))
     try:

@@ -19,8 +19,8 @@ import pandas as pd
 
 from ..backends import Backend, as_backend
 from ..errors import DataError, ProfilingError
-from ..progress import progress_bar
 from ..twin import Twin
+from ..utils.progress import progress_bar
 from . import store
 from .aggregate import stable_since, summarise_window
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..decisions.optimise import columns_of
 from ..errors import DataError, PowerTrainError, ProfilingError
-from ..optimise import columns_of
 from ..workflow import best_reference, pick_per_cap, run_case
 from .spec import Case, WorkloadSource
 
@@ -53,7 +53,7 @@ def _where(case: Case, path: Path | str | None = None) -> str:
 
 def _samples_from_csv(path: Path, case: Case, shown: str | None = None) -> pd.DataFrame:
     """A samples CSV, checked against the case: its batch size and its device's modes."""
-    from ..devices import get_device
+    from ..devices.device import get_device
 
     where = _where(case, shown or path)
     try:
@@ -142,7 +142,7 @@ def case_samples(case: Case, source: WorkloadSource | None = None) -> pd.DataFra
 
 def steps_per_epoch(workload: str, batch_size: int) -> int:
     """Minibatches per epoch (1 when the workload's dataset size is not known)."""
-    from ..workloads import get_workload
+    from ..devices.workloads import get_workload
 
     n = get_workload(workload).dataset_samples
     return math.ceil(n / batch_size) if n else 1
@@ -171,12 +171,12 @@ def run_group(cases: list[Case]) -> list[CaseResult]:
 
 
 def _run_group(cases: list[Case]) -> list[CaseResult]:
+    from ..decisions.optimise import pareto_front
     from ..decisions.refine import with_observed
-    from ..optimise import pareto_front
 
     first = cases[0]
     if first.device_spec is not None:  # a worker process knows only what the case carries
-        from ..specs import register_device
+        from ..devices.specs import register_device
 
         register_device(first.device_spec)
     samples = case_samples(first)
@@ -236,7 +236,7 @@ def case_picks(
     chosen by a decision on the board: the best configuration whose measured power plus
     one standard deviation of its power readings fits the cap), else predicted with the
     case's margin (``margin_sigma`` predicted sigmas of power; 0: the plain pick)."""
-    from ..optimise import SAFE_K_SIGMA, how_picked
+    from ..decisions.optimise import SAFE_K_SIGMA, how_picked
 
     col = OBJECTIVE_COLUMN[case.objective]
     k = SAFE_K_SIGMA if case.margin_sigma is None else case.margin_sigma
@@ -264,7 +264,7 @@ def strategy_samples(case: Case, reference: str) -> pd.DataFrame:
     :func:`~powertrain.decisions.decide.decide` measure (at most ``samples``) where the decisions
     under the case's caps are, so the picks stand on measured configurations."""
     from ..decisions.decide import decide
-    from ..devices import get_device
+    from ..devices.device import get_device
     from ..twin import Twin
     from ..workflow import load_reference, profile_on_twin
 

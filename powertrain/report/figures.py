@@ -40,7 +40,7 @@ def plot_time_power(
     (default: the table's, ``time_ms`` or ``epoch_s``); a ``thumbnail`` keeps only the
     fronts, picks and small axes.
     """
-    from ..optimise import time_column
+    from ..decisions.optimise import time_column
 
     if ax is None:
         import matplotlib.pyplot as plt  # the user's backend: inline in a notebook

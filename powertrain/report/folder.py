@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import PowerTrainError
-from ..files import atomic_write, inside, put, replace_dir
+from ..utils.files import atomic_write, inside, put, replace_dir
 from .cases import CaseResult, run_group
 from .pages import CASE_FILES, case_files, index_page
 from .spec import Case, FleetSpec, load_spec

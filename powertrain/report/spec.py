@@ -225,7 +225,7 @@ def _workload_source(where: _Where, name: str, entry: Any, base: Path) -> Worklo
 
 def _check_samples_fit(where: _Where, devices: tuple[str, ...], samples: int) -> None:
     """Each case profiles ``samples`` distinct modes: no device may have fewer."""
-    from ..devices import get_device
+    from ..devices.device import get_device
 
     for name in devices:
         n = get_device(name).n_modes
@@ -238,7 +238,7 @@ def _check_samples_fit(where: _Where, devices: tuple[str, ...], samples: int) ->
 def _device_specs(where: _Where, data: dict, base: Path) -> dict[str, dict]:
     """``device_specs``: JSON spec files (relative to the report spec) of devices outside
     the catalog; each registers its id, which ``devices`` then names."""
-    from ..specs import register_device
+    from ..devices.specs import register_device
 
     raw = data.get("device_specs", [])
     if isinstance(raw, str):
@@ -259,7 +259,7 @@ def _device_specs(where: _Where, data: dict, base: Path) -> dict[str, dict]:
 
 def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> FleetSpec:
     """Validate a spec's TOML ``text``; every error names ``source``, the key and its line."""
-    from ..specs import device_names, workload_names
+    from ..devices.specs import device_names, workload_names
 
     try:
         data = tomllib.loads(text)

@@ -19,11 +19,11 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..devices import Device, get_device
+from ..devices.device import Device, get_device
+from ..devices.specs import SpecLike, WorkloadSpec
+from ..devices.workloads import get_workload
 from ..errors import ModeError, ProfilingError
 from ..schema import MODE_COLUMNS
-from ..specs import SpecLike, WorkloadSpec
-from ..workloads import get_workload
 from . import deviations, physics
 from .params import device_params, workload_params
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..devices.specs import DeviceSpec, WorkloadSpec
 from ..errors import SpecError
-from ..specs import DeviceSpec, WorkloadSpec
 
 #: device ``twin`` keys: section -> {key: default}; ``None`` marks a required key
 DEVICE_KEYS: dict[str, dict[str, Any]] = {

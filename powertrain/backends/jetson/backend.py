@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from ...devices import Device, get_device
+from ...devices.device import Device, get_device
 from ...errors import ProfilingError
 from ...steps.loader import as_step
 from ...steps.step import TrainingStep

@@ -15,8 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from ...devices.specs import DeviceSpec
 from ...errors import ProfilingError
-from ...specs import DeviceSpec
 from .sysfs_knobs import glob_under
 
 #: rails that measure the whole module input; when present they are the total alone

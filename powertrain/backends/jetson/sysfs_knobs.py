@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from ...devices.specs import DeviceSpec
 from ...errors import ProfilingError
-from ...specs import DeviceSpec
 
 #: GPU device-tree names jetson-stats recognises (Maxwell..Ampere integrated GPUs)
 _GPU_NAMES = ("gpu", "gm20b", "gp10b", "gv11b", "ga10b")

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from .errors import DataError
+from ..errors import DataError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",

@@ -27,9 +27,9 @@ from typing import Callable, Mapping, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from ._version import __version__
-from .errors import DataError, PowerTrainError
-from .files import atomic_write
+from .._version import __version__
+from ..errors import DataError, PowerTrainError
+from ..utils.files import atomic_write
 
 #: a training function: (batch_size, seed, target_accuracy) -> samples to target
 TrainFn = Callable[[int, int, float], int]
@@ -223,7 +223,7 @@ def r_vector(
     runs = _read_cache(cache, meta) if cache is not None else None
     if runs is None:
         jobs = [(b, s) for b in sizes for s in seeds]
-        from .progress import progress_bar
+        from ..utils.progress import progress_bar
 
         jobs_iter = progress_bar(jobs, show=progress, desc="proxy training (batch x seed)")
         counts = Parallel(n_jobs=n_jobs)(
@@ -264,7 +264,7 @@ def load_r(source: RSource) -> pd.DataFrame:
     elif isinstance(source, pd.DataFrame):
         df = source.copy()
     else:
-        from .schema import read_csv
+        from ..schema import read_csv
 
         where = str(source)
         df = read_csv(source, what="r vector")

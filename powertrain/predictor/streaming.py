@@ -18,9 +18,9 @@ from typing import IO, Any, Callable, Iterable, Iterator, cast
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, PowerTrainError
-from .files import atomic_open, disk_reason
-from .schema import check_columns
+from ..errors import DataError, PowerTrainError
+from ..schema import check_columns
+from ..utils.files import atomic_open, disk_reason
 
 #: rows per chunk: about 100 MB of working memory while predicting
 CHUNK_ROWS = 100_000
@@ -109,7 +109,7 @@ def predict_chunks(
     columns are checked (``check(chunk, source)`` if given, e.g. a device's mode check)
     with errors naming the row of the whole table. Warnings are gathered and said once at
     the end: how many rows over all chunks lie outside the training ranges."""
-    from .predictor.checks import ExtrapolationWarning
+    from .checks import ExtrapolationWarning
 
     outside, total, n_chunks, first = 0, 0, 0, ""
     other: dict[str, warnings.WarningMessage] = {}

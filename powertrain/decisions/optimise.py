@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, NoFeasibleModeError
-from .schema import check_columns
+from ..errors import DataError, NoFeasibleModeError
+from ..schema import check_columns
 
 #: the time columns a table may carry: per minibatch (Jetson profiling) or per epoch (GPUs)
 TIME_COLUMNS = ("time_ms", "epoch_s")
@@ -48,7 +48,7 @@ def columns_of(table: pd.DataFrame, model: Any = None, device: Any = None) -> Ta
     argument, the table's ``device`` column, or the catalog device whose knobs the table
     has), and the time column is whichever of :data:`TIME_COLUMNS` the table holds.
     """
-    from .devices import get_device, table_device
+    from ..devices.device import get_device, table_device
 
     if model is not None and hasattr(model, "targets_"):
         time, power = model.targets_[0], model.targets_[-1]
@@ -73,8 +73,8 @@ def time_column(table: pd.DataFrame) -> str:
 
 def _catalog_device_for(columns: set) -> Any:
     """The catalog device whose knobs the table has (the one with most knobs wins)."""
-    from .devices import get_device
-    from .specs import device_names
+    from ..devices.device import get_device
+    from ..devices.specs import device_names
 
     best = None
     for name in device_names():

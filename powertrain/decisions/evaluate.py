@@ -13,8 +13,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, NoFeasibleModeError
-from .metrics import excess_power, time_penalty_pct
+from ..errors import DataError, NoFeasibleModeError
+from ..metrics import excess_power, time_penalty_pct
 from .optimise import columns_of, fastest_under
 
 

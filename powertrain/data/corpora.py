@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import DataError
-from .schema import check_samples, read_csv
+from ..errors import DataError
+from ..schema import check_samples, read_csv
 
 _PACKAGE = "powertrain._datasets"
 REGENERATE = "python tools/make_corpora.py --all"

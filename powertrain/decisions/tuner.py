@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 import pandas as pd
 
-from .backends import Backend, StepBackend, as_backend
-from .backends.stop_signals import StopSignals, blocked
-from .errors import DataError, PowerTrainError
-from .profiling.aggregate import stable_since
+from ..backends import Backend, StepBackend, as_backend
+from ..backends.stop_signals import StopSignals, blocked
+from ..errors import DataError, PowerTrainError
+from ..profiling.aggregate import stable_since
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .predictor import Predictor
+    from ..predictor import Predictor
 
 #: a transfer needs this many measured configurations (as Predictor.transfer)
 MIN_TRANSFER = 5
@@ -133,7 +133,7 @@ class Tuner:
     start : int, optional
         Configurations measured before the first transfer (default 5).
     log : callable, optional
-        Where decision messages go (default the ``powertrain.tuner`` logger).
+        Where decision messages go (default the ``powertrain.decisions.tuner`` logger).
     """
 
     def __init__(
@@ -705,7 +705,7 @@ def _cost_factor(cands: pd.DataFrame, r: Any, time_column: str) -> np.ndarray:
     """Time per minibatch -> time to target: samples to target / batch size (1 without r)."""
     if r is None:
         return np.ones(len(cands))
-    from .batch_efficiency import load_r
+    from ..data.batch_efficiency import load_r
 
     rv = load_r(r)
     col = next(c for c in ("samples", "epochs", "r") if c in rv.columns)

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Union
 
-from .errors import SpecError
-from .reserved import reserved_column
+from ..errors import SpecError
+from ..reserved import reserved_column
 
 _CATALOG = "powertrain.catalog"
 

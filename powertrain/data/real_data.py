@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..decisions.optimise import (
+    TIME_COLUMNS,
+)  # time columns a corpus may carry: per minibatch or epoch
+from ..devices.device import check_device, table_device
+from ..devices.specs import register_device
+from ..errors import DataError, PowerTrainError
+from ..schema import check_columns, read_csv
+from ..utils.hashing import sha256_file
 from .corpora import _folder
-from .devices import check_device, table_device
-from .errors import DataError, PowerTrainError
-from .hashing import sha256_file
-from .optimise import TIME_COLUMNS  # time columns a corpus may carry: per minibatch or epoch
-from .schema import check_columns, read_csv
-from .specs import register_device
 
 #: the targets of the shipped Zeus corpora (per epoch)
 TARGETS = ("epoch_s", "power_w")

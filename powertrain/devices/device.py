@@ -12,8 +12,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .errors import DataError, ModeError, PowerTrainError
-from .schema import INTEGER_COLUMNS, check_columns
+from ..errors import DataError, ModeError, PowerTrainError
+from ..schema import INTEGER_COLUMNS, check_columns
 from .specs import DeviceSpec, SpecLike, load_device_spec
 
 _TOL = 1e-3  # MHz; tables are given to 0.1 kHz so this only absorbs float noise
