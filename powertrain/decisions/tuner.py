@@ -81,7 +81,10 @@ class TunerSummary:
         if not self.active:
             return f"powertrain tuner inactive: {self.reason}"
         if self.config is None:
-            return f"powertrain tuner: no pick ({self.stop_reason})"
+            return (
+                f"powertrain tuner: no pick ({self.stop_reason}); {self.n_measured} "
+                f"configurations measured in {self.minibatches_to_pick} training minibatches"
+            )
         shown = " ".join(f"{k}={v:g}" for k, v in self.config.items())
         return (
             f"powertrain tuner: pick {shown} under {self.power_cap_w:g} W: "
@@ -134,6 +137,10 @@ class Tuner:
         Configurations measured before the first transfer (default 5).
     log : callable, optional
         Where decision messages go (default the ``powertrain.decisions.tuner`` logger).
+    samples : DataFrame, optional
+        Earlier measurements to start from (a saved profile,
+        :mod:`~powertrain.decisions.saved_profile`); rows saved for the same cap count
+        against its budget, so a rerun at that cap measures nothing new.
     """
 
     def __init__(
@@ -155,6 +162,7 @@ class Tuner:
         seed: int = 0,
         log: Callable[[str], None] | None = None,
         handle_signals: bool = True,
+        samples: pd.DataFrame | None = None,
     ):
         _check_int("budget", budget, 1)
         _check_int("minibatches", minibatches, 1)
@@ -206,6 +214,8 @@ class Tuner:
         self._stop = "not started"
         self._decisions: list[dict] = []
         self._rows: list[dict] = []
+        self._samples = samples  # earlier measurements (a saved profile) to start from
+        self._last_end: float | None = None  # when the last timed step ended
 
     # ------------------------------------------------------------ the loop's face --
     @contextlib.contextmanager
@@ -232,12 +242,14 @@ class Tuner:
                 self._new_cap(float(cap))
             if self.phase != "inert" and self._apply is not None:
                 self._configure(self._apply)
+                self._last_end = None  # a change: the iteration starts now
             if self.phase == "inert":
                 return
             assert self.board is not None
             if not self.simulated:
                 _sync()
-            self._t0 = self.board.now()
+            # a whole iteration, the data loader's wait included, as power is averaged
+            self._t0 = self._last_end if self._last_end is not None else self.board.now()
         except BaseException:
             self.abort()
             raise
@@ -289,6 +301,11 @@ class Tuner:
             self._inert(str(e))
             return
         self.phase = "running"
+        if self._samples is not None:  # a saved profile: its configurations are measured
+            from .saved_profile import prior_rows
+
+            cols = self.board.config_columns
+            self._rows += prior_rows(self.candidates_, self._samples, cols, self.time_column)
         if self.handle_signals:
             self._signals.install()
         atexit.register(self.close)
@@ -322,6 +339,8 @@ class Tuner:
         if self.board is not None and self.phase not in ("idle", "inert"):
             with contextlib.suppress(Exception):
                 self.board.on_error()
+        if self._pick is None and self.phase == "running":
+            self._stop = "interrupted"
         self.close()
 
     def close(self) -> TunerSummary:
@@ -409,7 +428,7 @@ class Tuner:
         t0, t1 = self._t0, self.board.now()
         if self.simulated:
             t0 = t1 - ms / 1e3
-        self._t0 = None
+        self._t0, self._last_end = None, (None if self.simulated else t1)
         self.minibatch += 1
         self.elapsed_s += ms / 1e3
         probe = self._probe
@@ -458,7 +477,9 @@ class Tuner:
     # ------------------------------------------------------------ the decision --
     def _new_cap(self, cap: float) -> None:
         first = self._cap is None
-        self._cap, self._n_cap = cap, 0
+        # saved rows measured for this cap count against its budget
+        self._n_cap = sum(1 for r in self._rows if r.get("given") and math.isclose(r["cap"], cap))
+        self._cap = cap
         if not first:
             self.say(f"power cap now {cap:g} W at {self.elapsed_s:.0f} s: deciding again")
             self.phase = "running"
@@ -618,7 +639,7 @@ class Tuner:
             config=None if last is None else {k: last[k] for k in keys},
             time_ms=None if last is None else float(last[self.time_column]),
             power_w=None if last is None else float(last["power_w"]),
-            n_measured=len(self._rows),
+            n_measured=sum(1 for r in self._rows if not r.get("given")),
             minibatches_to_pick=self._first_pick_at
             if self._first_pick_at is not None
             else self.minibatch,

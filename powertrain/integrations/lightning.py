@@ -1,9 +1,11 @@
 """A Lightning callback that tunes the board with the run's own training minibatches.
 
 ``trainer = L.Trainer(callbacks=[PowerTrainCallback(board, reference, power_cap_w=30)])``.
-Messages go through Lightning's rank-zero logger, the pick's figures through the
-trainer's logger (``powertrain/*`` metrics), and the board is restored at the end of
-training and on an exception (Lightning's ``on_exception``).
+Decisions and the summary go through Lightning's rank-zero logger (shown at its default
+level), their figures straight to every logger of the trainer (``powertrain/*``
+metrics, each decision once, at the step it was made, whatever ``log_every_n_steps``),
+and the board is restored at the end of training and on an exception (Lightning's
+``on_exception``). Under DDP rank 0 decides and every rank runs its configuration.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ class PowerTrainCallback(TunerHooks, pl.Callback):
     """Run a :class:`~powertrain.Tuner` around every training batch.
 
     ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner;
-    ``batch_size`` defaults to the train dataloader's.
+    ``batch_size`` defaults to the train dataloader's; ``profile``: a CSV to save the
+    measurements to and start the next ``fit`` from. A second ``fit`` with the same
+    callback starts from what the first measured.
     """
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -41,14 +45,21 @@ class PowerTrainCallback(TunerHooks, pl.Callback):
         batch_idx: int,
     ) -> None:
         for metrics in self.step_end():  # one point per decision, at the step it was made
-            pl_module.log_dict(metrics, on_step=True, on_epoch=False)
+            _log(trainer, metrics)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         metrics = self.finish()
-        if trainer.logger is not None and metrics is not None:
-            trainer.logger.log_metrics(metrics, step=trainer.global_step)
+        if metrics is not None:
+            _log(trainer, metrics)
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
         self.abort()
+
+
+def _log(trainer: pl.Trainer, metrics: dict[str, float]) -> None:
+    """Straight to the loggers: ``LightningModule.log`` would hold the value until the
+    next logging step (lost after the epoch's last one) and repeat it until then."""
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=trainer.global_step)
