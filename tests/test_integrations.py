@@ -17,6 +17,7 @@ from test_profiling_nvml import START_MW, FakeNvml
 from test_tuner import QUICK, Recording, gpu_reference, nvml_board
 
 import powertrain as pt
+from powertrain.decisions.safe_set import over_cap_share
 from powertrain.errors import DataError
 
 
@@ -175,6 +176,11 @@ def test_each_decision_reaches_the_lightning_logger_once(tmp_path, reference):
         assert len(rows) == len(cb.summary.decisions) == 1
         assert rows[0][0]["powertrain/power_w"] == cb.summary.power_w
         assert rows[0][1] == cb.summary.decisions[0]["minibatch"]  # the step it was made
+        # beside it, the measured share of exploring time and energy over the cap
+        t, e = over_cap_share(cb.tuner.measurements(), 30.0)
+        assert rows[0][0]["powertrain/over_cap_time_share"] == pytest.approx(t)
+        assert rows[0][0]["powertrain/over_cap_energy_share"] == pytest.approx(e)
+        assert 0 <= t <= e <= 1  # over the cap, a second costs more energy
         assert len(decision_rows(seen.calls, "powertrain/minibatches_to_pick")) == 1
 
 
@@ -390,7 +396,9 @@ def test_transformers_shows_the_decision_and_reports_it_once(tmp_path, monkeypat
     assert len(history) == 1
 
 
-def test_a_transformers_run_that_fails_without_with_restores_at_once(tmp_path, monkeypatch, reference):
+def test_a_transformers_run_that_fails_without_with_restores_at_once(
+    tmp_path, monkeypatch, reference
+):
     before = signal.getsignal(signal.SIGINT)
     b = board()
     with pytest.raises(RuntimeError, match="the model failed"):

@@ -67,7 +67,9 @@ class SafeSet:
         if any(v not in (1, -1) for v in self.monotone.values()):
             raise DataError(f"SafeSet: monotone must map knobs to +1 or -1, got {monotone!r}")
         self.cap, self.confidence, self.reach = float(power_cap_w), float(confidence), reach
-        self.columns = [c for c in candidates.columns if pd.api.types.is_numeric_dtype(candidates[c])]
+        self.columns = [
+            c for c in candidates.columns if pd.api.types.is_numeric_dtype(candidates[c])
+        ]
         self.exact = [c for c in self.columns if c not in self.monotone]
         self._x = candidates[self.columns].to_numpy(float)
         span = self._x.max(axis=0) - self._x.min(axis=0)

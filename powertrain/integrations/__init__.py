@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from ..errors import DataError
@@ -101,8 +102,8 @@ class TunerHooks:
 
     def _where(self) -> tuple[str, str]:
         board = self.tuner.board if self.tuner is not None else None
-        device = getattr(board, "device_name", "unknown")
-        return device, self.workload or getattr(board, "workload_name", "unknown")
+        device = str(getattr(board, "device_name", "unknown"))
+        return device, str(self.workload or getattr(board, "workload_name", "unknown"))
 
     def _earlier(self) -> pd.DataFrame | None:
         """What earlier runs measured: the saved profile, else this callback's last run."""
@@ -136,7 +137,8 @@ class TunerHooks:
             self._save()
         new = self.tuner.decisions[self._told :]
         self._told += len(new)
-        return [decision_metrics(d, self.tuner.time_column) for d in new]
+        rows = self.tuner.measurements() if new else None
+        return [decision_metrics(d, self.tuner.time_column, rows) for d in new]
 
     def _save(self) -> None:
         """Append the measurements not yet saved to the profile."""
@@ -229,14 +231,29 @@ def single_batch_size(batch_size: Any, found: Any, framework: str) -> int | None
 
 
 # ---------------------------------------------------------------------- numbers --
-def decision_metrics(decision: dict, time_column: str) -> dict[str, float]:
-    """One decision as the numbers both callbacks log (``powertrain/*``)."""
-    return {
-        "powertrain/power_cap_w": float(decision["power_cap_w"]),
+def decision_metrics(
+    decision: dict, time_column: str, rows: pd.DataFrame | None = None
+) -> dict[str, float]:
+    """One decision as the numbers both callbacks log (``powertrain/*``); with the
+    tuner's measured ``rows``, the share of the time and energy measured for this cap
+    that ran over it (the timed minibatches, by the board's readings)."""
+    from ..decisions.safe_set import over_cap_share
+
+    cap = float(decision["power_cap_w"])
+    out = {
+        "powertrain/power_cap_w": cap,
         f"powertrain/{time_column}": float(decision[time_column]),
         "powertrain/power_w": float(decision["power_w"]),
         "powertrain/measured": float(decision["measured"]),
     }
+    if rows is not None and len(rows) and "cap" in rows:
+        here = rows[np.isclose(rows["cap"].astype(float), cap)]
+        if "given" in here:
+            here = here[here["given"] != True]  # noqa: E712 - NaN for this run's rows
+        time_share, energy_share = over_cap_share(here, cap)
+        out["powertrain/over_cap_time_share"] = time_share
+        out["powertrain/over_cap_energy_share"] = energy_share
+    return out
 
 
 def summary_metrics(summary: Any) -> dict[str, float]:
