@@ -14,6 +14,15 @@ to accuracy when batch size is chosen). Strategies, all under the same cap:
   presets (MAXN, 15/30/50 W) stand in for it.
 * **offline**: ``pt.decide`` with the profiler first (warm-up, power settling, 40
   minibatches a configuration, none of which train), then the whole job at the pick.
+* **tuner-safe**: the tuner exploring only inside the safe set of a hard cap
+  (benchmarks/safe_tuner.py, a prototype of ``hard_cap=True`` on
+  :class:`~powertrain.decisions.safe_set.SafeSet`).
+
+The stall: the seconds the decision itself takes in the training thread (the tuner's
+transfers and scoring, ``TunerSummary.decide_s``; offline, the host time of ``decide``
+beyond its board time), measured on the host that runs the benchmark. The job waits for
+it, so ``stall_regret`` adds it to the job's time (and, at the pick's power, to its
+energy); the other regret columns leave it out, as before.
 
 Boards. GPU traces (Zeus NSDI '23, V100 and A40, datasets/real/): a
 :class:`~powertrain.backends.ReplayBackend` over time per minibatch, taken as
@@ -37,9 +46,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
@@ -53,6 +64,9 @@ from powertrain.data.real_data import (
     real_corpus_names,
     real_provenance,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from safe_tuner import SafeTuner  # noqa: E402  (a sibling: the hard-cap prototype)
 
 #: training-set sizes (samples) of the traces' datasets, from the datasets' own pages:
 #: ImageNet-1k train, CIFAR-100 train, SQuAD v1.1 train, Sentiment140, LibriSpeech
@@ -121,8 +135,11 @@ def step_progress(run: Run, job: Job, config: dict, ms: float) -> None:
     run.minibatches += 1
 
 
-def run_tuner(board: Backend, ref, cap: float, job: Job, budget: int, seed: int, **kw) -> dict:
-    tuner = pt.Tuner(
+def run_tuner(
+    board: Backend, ref, cap: float, job: Job, budget: int, seed: int, safe: bool = False, **kw
+) -> dict:
+    make = SafeTuner if safe else pt.Tuner
+    tuner = make(
         board, ref, cap, budget=budget, seed=seed, transfer_options=QUICK, log=lambda s: None, **kw
     )
     run = Run(cap_w=cap)
@@ -137,7 +154,9 @@ def run_tuner(board: Backend, ref, cap: float, job: Job, budget: int, seed: int,
     s = tuner.close()
     # a short job may end before the tuner settles: it ran what it measured
     pick = s.config if s.config is not None else tuner.config
-    return {**in_job(run, job, pick, s.n_measured), "settled": s.config is not None}
+    res = in_job(run, job, pick, s.n_measured)
+    hits = len(getattr(tuner, "hits", []))
+    return {**res, "settled": s.config is not None, "stall_s": s.decide_s, "cap_hits": hits}
 
 
 def in_job(run: Run, job: Job, pick: dict, measured: int) -> dict:
@@ -173,13 +192,15 @@ def run_zeus(board: Backend, settings: pd.DataFrame, cap: float, job: Job) -> di
         seen.append((np.mean([m[2] for m in marks]), watts[:, 1].mean(), config))
     fits = [s for s in seen if s[1] <= cap] or [min(seen, key=lambda s: s[1])]
     pick = min(fits, key=lambda s: s[0] * job.samples(int(s[2]["batch_size"])) / s[2]["batch_size"])
-    return in_job(run, job, pick[2], len(seen))
+    return {**in_job(run, job, pick[2], len(seen)), "stall_s": 0.0}
 
 
 def run_offline(board: Backend, ref, cap: float, job: Job, budget: int, seed: int, **kw) -> dict:
+    host = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         d = pt.decide(board, ref, cap, budget=budget, seed=seed, transfer_options=QUICK, **kw)
+    host = time.perf_counter() - host
     m = d.measurements[d.measurements["round"] >= 0]
     lost_e = float((m["profile_s"] * m["power_w"]).sum())
     p = d.pick()
@@ -196,6 +217,7 @@ def run_offline(board: Backend, ref, cap: float, job: Job, budget: int, seed: in
         pick=pick,
         pick_s=pick_s(job, pick),
         pick_w=job.truth(pick)[1],
+        stall_s=host,  # the boards here are simulated: the host's time is all compute
     )
 
 
@@ -315,10 +337,13 @@ def gpu_rows(draws: int, budget: int, caps_per_trace: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------------- twin --
-def twin_rows(draws: int, budget: int, caps: list[float], epochs: int) -> list[dict]:
+def twin_rows(
+    draws: int, budget: int, caps: list[float], epochs: int, strategies: list[str], wls: list[str]
+) -> list[dict]:
     ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
     rows = []
-    for wl, n in TWIN_JOBS.items():
+    for wl in wls:
+        n = TWIN_JOBS[wl]
         twin = pt.Twin("orin-agx", wl, seed=0)
         grid = twin.device.profiling_grid()
         truth_t = twin.expected(grid, batch_size=16).assign(batch_size=16)
@@ -357,16 +382,21 @@ def twin_rows(draws: int, budget: int, caps: list[float], epochs: int) -> list[d
                 oracle_j=e_star,
             )
             for d in range(draws):
-                board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))  # draws: tuner seeds
-                res = run_tuner(board, ref, cap, job, budget, d, batch_size=16)
-                rows.append({**base, "strategy": "tuner", "draw": d, **res})
+                for strategy in ("tuner", "tuner-safe", "offline"):
+                    if strategy not in strategies:
+                        continue
+                    board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))  # draws: tuner seeds
+                    if strategy == "offline":
+                        res = run_offline(board, ref, cap, job, budget, d, batch_size=16)
+                    else:
+                        safe = strategy == "tuner-safe"
+                        res = run_tuner(board, ref, cap, job, budget, d, safe, batch_size=16)
+                    rows.append({**base, "strategy": strategy, "draw": d, **res})
+            if "zeus" in strategies:
                 board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))
-                res = run_offline(board, ref, cap, job, budget, d, batch_size=16)
-                rows.append({**base, "strategy": "offline", "draw": d, **res})
-            board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))
-            settings = presets.drop(columns=["name", "budget_w"]).assign(batch_size=16)[cols]
-            res = run_zeus(board, settings, cap, job)
-            rows.append({**base, "strategy": "zeus", "draw": 0, **res})
+                settings = presets.drop(columns=["name", "budget_w"]).assign(batch_size=16)[cols]
+                res = run_zeus(board, settings, cap, job)
+                rows.append({**base, "strategy": "zeus", "draw": 0, **res})
         print(f"  twin {wl}: done", flush=True)
     return rows
 
@@ -376,6 +406,9 @@ def summarise(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["time_regret_pct"] = 100 * (df.time_s / df.oracle_s - 1)
     df["energy_regret_pct"] = 100 * (df.energy_j / df.oracle_j - 1)
+    stall = df.stall_s.fillna(0.0) if "stall_s" in df else 0.0  # runs saved before it
+    df["stall_regret_pct"] = 100 * ((df.time_s + stall) / df.oracle_s - 1)
+    df["stall_s"] = stall
     df["explore_min"] = df.explore_s / 60
     df["pick_penalty_pct"] = 100 * (df.pick_s / df.oracle_s - 1)
     df["over_cap_pct"] = 100 * df.over_cap_s / df.explore_s.clip(lower=1e-12)
@@ -391,12 +424,15 @@ def summarise(rows: list[dict]) -> pd.DataFrame:
         cases=("time_regret_pct", "size"),
         time_regret_pct_median=("time_regret_pct", "median"),
         time_regret_pct_q3=("time_regret_pct", lambda x: x.quantile(0.75)),
+        stall_regret_pct_median=("stall_regret_pct", "median"),
+        stall_s_median=("stall_s", "median"),
         energy_regret_pct_median=("energy_regret_pct", "median"),
         pick_penalty_pct_median=("pick_penalty_pct", "median"),
         explore_min_median=("explore_min", "median"),
         explore_loss_min_median=("explore_loss_min", "median"),
         explore_loss_kj_median=("explore_loss_kj", "median"),
         explore_over_cap_pct_median=("over_cap_pct", "median"),
+        explore_over_cap_pct_max=("over_cap_pct", "max"),
         picks_over_cap_1w_pct=("pick_over_cap_1w", lambda x: 100 * x.mean()),
         minibatches_to_pick_median=("to_pick", "median"),
         measured_median=("measured", "median"),
@@ -411,6 +447,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--twin-caps", type=float, nargs="*", default=[20.0, 30.0, 40.0])
     ap.add_argument("--twin-epochs", type=int, default=10)
     ap.add_argument("--sections", nargs="*", default=["gpu", "twin"])
+    ap.add_argument(
+        "--strategies", nargs="*", default=["tuner", "offline", "zeus"],
+        choices=["tuner", "tuner-safe", "offline", "zeus"], help="twin section only",
+    )  # fmt: skip
+    ap.add_argument("--twin-workloads", nargs="*", default=list(TWIN_JOBS), choices=list(TWIN_JOBS))
     ap.add_argument("--json")
     ap.add_argument("--show", metavar="JSON", help="print the table of a saved --json run")
     args = ap.parse_args(argv)
@@ -424,7 +465,10 @@ def main(argv=None) -> dict:
     if "gpu" in args.sections:
         rows += gpu_rows(args.draws, args.budget, args.caps_per_trace)
     if "twin" in args.sections:
-        rows += twin_rows(args.draws, args.budget, args.twin_caps, args.twin_epochs)
+        rows += twin_rows(
+            args.draws, args.budget, args.twin_caps, args.twin_epochs, args.strategies,
+            args.twin_workloads,
+        )  # fmt: skip
     table = summarise(rows)
     print(f"\nTuning regret (budget {args.budget}, {args.draws} draws; {time.time() - t0:.0f} s):")
     with pd.option_context("display.width", 250):
