@@ -30,6 +30,7 @@ import math
 import sys
 import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -137,6 +138,9 @@ class Tuner:
         Configurations measured before the first transfer (default 5).
     log : callable, optional
         Where decision messages go (default the ``powertrain.decisions.tuner`` logger).
+    background : bool
+        Decide (transfer, score) in a worker thread while training goes on in the
+        current configuration, so the training thread does not wait for it.
     samples : DataFrame, optional
         Earlier measurements to start from (a saved profile,
         :mod:`~powertrain.decisions.saved_profile`); rows saved for the same cap count
@@ -163,6 +167,7 @@ class Tuner:
         log: Callable[[str], None] | None = None,
         handle_signals: bool = True,
         samples: pd.DataFrame | None = None,
+        background: bool = False,
     ):
         _check_int("budget", budget, 1)
         _check_int("minibatches", minibatches, 1)
@@ -216,6 +221,11 @@ class Tuner:
         self._rows: list[dict] = []
         self._samples = samples  # earlier measurements (a saved profile) to start from
         self._last_end: float | None = None  # when the last timed step ended
+        self.background = bool(background)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None  # a decision computing off the training thread
+        #: training steps run (in the configuration of the moment) while a decision computed
+        self.steps_while_deciding = 0
 
     # ------------------------------------------------------------ the loop's face --
     @contextlib.contextmanager
@@ -237,10 +247,15 @@ class Tuner:
         try:
             if self.phase == "idle":
                 self._prepare()
+            if self._pending is not None and self._pending.done():
+                done, self._pending = self._pending, None
+                done.result()  # a decision's error surfaces in the training thread
             cap = self.schedule(self.elapsed_s, self.minibatch)
-            if self.phase != "inert" and not math.isclose(cap, self._cap or math.nan):
+            if self._pending is not None:
+                pass  # deciding: the step runs as things are
+            elif self.phase != "inert" and not math.isclose(cap, self._cap or math.nan):
                 self._new_cap(float(cap))
-            if self.phase != "inert" and self._apply is not None:
+            if self._pending is None and self.phase != "inert" and self._apply is not None:
                 self._configure(self._apply)
                 self._last_end = None  # a change: the iteration starts now
             if self.phase == "inert":
@@ -355,6 +370,9 @@ class Tuner:
                         self.board.close()
             finally:
                 self._signals.uninstall()
+            if self._pool is not None:  # the board is back: let a decision finish
+                self._pool.shutdown(wait=True)
+                self._pending = None
             if was not in ("idle", "inert"):
                 self.say(str(self.summary()))
         return self.summary()
@@ -431,6 +449,9 @@ class Tuner:
         self._t0, self._last_end = None, (None if self.simulated else t1)
         self.minibatch += 1
         self.elapsed_s += ms / 1e3
+        if self._pending is not None:  # a decision computing: this step is not measured
+            self.steps_while_deciding += 1
+            return
         probe = self._probe
         if probe is None or self.phase != "running":
             return
@@ -487,7 +508,16 @@ class Tuner:
             self._next()
 
     def _next(self) -> None:
-        """Choose what to measure next, or settle on the pick."""
+        """Choose what to measure next, or settle on the pick; with ``background``, in a
+        worker thread while training goes on in the current configuration (taken up at
+        the first step after it is done; the first choice, before anything runs, not)."""
+        if not self.background or self._current is None:
+            return self._decide()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="powertrain-tuner")
+        self._pending = self._pool.submit(self._decide)
+
+    def _decide(self) -> None:
         t = time.perf_counter()
         try:
             idx = self._choose()
