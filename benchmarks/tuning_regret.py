@@ -18,9 +18,14 @@ to accuracy when batch size is chosen). Strategies, all under the same cap:
   (benchmarks/safe_tuner.py, a prototype of ``hard_cap=True`` on
   :class:`~powertrain.decisions.safe_set.SafeSet`).
 
-The stall: the seconds the decision itself takes in the training thread (the tuner's
-transfers and scoring, ``TunerSummary.decide_s``; offline, the host time of ``decide``
-beyond its board time), measured on the host that runs the benchmark. The job waits for
+* **tuner-bg**: the tuner with ``background=True`` (the decision in a worker thread);
+  each step also takes its simulated time in host time (``--pace``), so the decision
+  overlaps the steps it would overlap on the board.
+
+The stall: the host seconds the training thread spends inside the tuner's hooks
+(for the plain tuner, mostly its transfers and scoring; offline, the host time of
+``decide``, whose board time is simulated), measured on the host that runs the
+benchmark. The job waits for
 it, so ``stall_regret`` adds it to the job's time (and, at the pick's power, to its
 energy); the other regret columns leave it out, as before.
 
@@ -136,27 +141,50 @@ def step_progress(run: Run, job: Job, config: dict, ms: float) -> None:
 
 
 def run_tuner(
-    board: Backend, ref, cap: float, job: Job, budget: int, seed: int, safe: bool = False, **kw
+    board: Backend,
+    ref,
+    cap: float,
+    job: Job,
+    budget: int,
+    seed: int,
+    safe: bool = False,
+    pace: float = 0.0,
+    **kw,
 ) -> dict:
+    """The tuner in the job. ``pace``: each step also takes its simulated time x pace
+    in host time (a sleep), so a decision in the background overlaps as many steps as
+    it would on the board (at pace 1); the stall is the host time the training thread
+    spends inside the tuner's hooks."""
     make = SafeTuner if safe else pt.Tuner
     tuner = make(
         board, ref, cap, budget=budget, seed=seed, transfer_options=QUICK, log=lambda s: None, **kw
     )
-    run = Run(cap_w=cap)
+    run, wait = Run(cap_w=cap), 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         while not tuner.settled and run.progress < 1:
+            t0 = time.perf_counter()
             tuner.on_step_begin()
             config = tuner.config
             before = tuner.elapsed_s
             tuner.on_step_end()
-            step_progress(run, job, config, (tuner.elapsed_s - before) * 1e3)
+            wait += time.perf_counter() - t0
+            ms = (tuner.elapsed_s - before) * 1e3
+            step_progress(run, job, config, ms)
+            if pace:
+                time.sleep(ms / 1e3 * pace)
     s = tuner.close()
     # a short job may end before the tuner settles: it ran what it measured
     pick = s.config if s.config is not None else tuner.config
     res = in_job(run, job, pick, s.n_measured)
-    hits = len(getattr(tuner, "hits", []))
-    return {**res, "settled": s.config is not None, "stall_s": s.decide_s, "cap_hits": hits}
+    extra = dict(
+        settled=s.config is not None,
+        stall_s=wait,
+        decide_s=s.decide_s,
+        cap_hits=len(getattr(tuner, "hits", [])),
+        steps_while_deciding=tuner.steps_while_deciding,
+    )
+    return {**res, **extra}
 
 
 def in_job(run: Run, job: Job, pick: dict, measured: int) -> dict:
@@ -338,7 +366,13 @@ def gpu_rows(draws: int, budget: int, caps_per_trace: int) -> list[dict]:
 
 # ----------------------------------------------------------------------- twin --
 def twin_rows(
-    draws: int, budget: int, caps: list[float], epochs: int, strategies: list[str], wls: list[str]
+    draws: int,
+    budget: int,
+    caps: list[float],
+    epochs: int,
+    strategies: list[str],
+    wls: list[str],
+    pace: float = 1.0,
 ) -> list[dict]:
     ref = pt.Predictor.from_pretrained("orin-agx/resnet18")
     rows = []
@@ -382,15 +416,18 @@ def twin_rows(
                 oracle_j=e_star,
             )
             for d in range(draws):
-                for strategy in ("tuner", "tuner-safe", "offline"):
+                for strategy in ("tuner", "tuner-safe", "tuner-bg", "offline"):
                     if strategy not in strategies:
                         continue
                     board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))  # draws: tuner seeds
                     if strategy == "offline":
                         res = run_offline(board, ref, cap, job, budget, d, batch_size=16)
                     else:
-                        safe = strategy == "tuner-safe"
-                        res = run_tuner(board, ref, cap, job, budget, d, safe, batch_size=16)
+                        safe, bg = strategy == "tuner-safe", strategy == "tuner-bg"
+                        res = run_tuner(
+                            board, ref, cap, job, budget, d, safe, pace if bg else 0.0,
+                            batch_size=16, background=bg,
+                        )  # fmt: skip
                     rows.append({**base, "strategy": strategy, "draw": d, **res})
             if "zeus" in strategies:
                 board = TwinBackend(pt.Twin("orin-agx", wl, seed=0))
@@ -426,6 +463,7 @@ def summarise(rows: list[dict]) -> pd.DataFrame:
         time_regret_pct_q3=("time_regret_pct", lambda x: x.quantile(0.75)),
         stall_regret_pct_median=("stall_regret_pct", "median"),
         stall_s_median=("stall_s", "median"),
+        stall_s_max=("stall_s", "max"),
         energy_regret_pct_median=("energy_regret_pct", "median"),
         pick_penalty_pct_median=("pick_penalty_pct", "median"),
         explore_min_median=("explore_min", "median"),
@@ -449,8 +487,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--sections", nargs="*", default=["gpu", "twin"])
     ap.add_argument(
         "--strategies", nargs="*", default=["tuner", "offline", "zeus"],
-        choices=["tuner", "tuner-safe", "offline", "zeus"], help="twin section only",
+        choices=["tuner", "tuner-safe", "tuner-bg", "offline", "zeus"], help="twin section only",
     )  # fmt: skip
+    ap.add_argument("--pace", type=float, default=1.0, help="tuner-bg: host s per board s")
     ap.add_argument("--twin-workloads", nargs="*", default=list(TWIN_JOBS), choices=list(TWIN_JOBS))
     ap.add_argument("--json")
     ap.add_argument("--show", metavar="JSON", help="print the table of a saved --json run")
@@ -467,7 +506,7 @@ def main(argv=None) -> dict:
     if "twin" in args.sections:
         rows += twin_rows(
             args.draws, args.budget, args.twin_caps, args.twin_epochs, args.strategies,
-            args.twin_workloads,
+            args.twin_workloads, args.pace,
         )  # fmt: skip
     table = summarise(rows)
     print(f"\nTuning regret (budget {args.budget}, {args.draws} draws; {time.time() - t0:.0f} s):")
