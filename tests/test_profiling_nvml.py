@@ -217,6 +217,13 @@ class Step:
             raise RuntimeError("dataloader worker hung")
 
 
+def killed(b: NvmlBackend) -> None:
+    """What SIGKILL does to a backend in this process: its sampler stops and the kernel
+    drops its lock on the GPU; nothing is restored and the state file stays."""
+    b.sampler.stop()
+    b._state_file.release()
+
+
 def backend(tmp_path, nvml=None, step=None, **kw) -> NvmlBackend:
     return NvmlBackend(
         step or Step(), nvml=nvml or FakeNvml(), sample_period_s=0.005, proc_root=tmp_path, **kw
@@ -548,7 +555,7 @@ def test_a_rerun_of_the_same_output_after_a_kill_restores_the_state_files_limit(
     b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
     profile(b, b.modes([2], power_limits_w=[150]), n_minibatches=2, out=tmp_path / "p.csv",
             progress=False)  # fmt: skip
-    b.sampler.stop()  # "killed": close never runs, the GPU stays at 150 W
+    killed(b)  # close never runs, the GPU stays at 150 W
     again = FakeNvml(setters=True)
     again.limit_mw = 150_000
     with pytest.warns(RuntimeWarning, match="did not finish"):
@@ -688,16 +695,28 @@ def test_a_failed_unlock_says_how_and_the_power_limit_is_still_restored(tmp_path
     assert len(state) == 1 and json.loads(state[0].read_text())["sm_locked"] is True  # kept
 
 
+@pytest.mark.system
 def test_a_live_run_on_the_same_gpu_is_refused(tmp_path):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text(
+        json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": 1})
+    )
+    holds = (  # a live run holds the GPU's lock
+        "import sys, time, filelock; l = filelock.FileLock(sys.argv[1]); l.acquire(); "
+        "print('held', flush=True); time.sleep(30)"
+    )
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", holds, str(state / "gpu-GPU-1234abcd-0000.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        state = tmp_path / "state"
-        state.mkdir()
-        (state / "gpu-GPU-1234abcd-0000.json").write_text(
-            json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": sleeper.pid})
-        )
-        with pytest.raises(ProfilingError, match=f"process {sleeper.pid} is changing GPU"):
+        assert sleeper.stdout is not None and sleeper.stdout.readline().strip() == "held"
+        with pytest.raises(ProfilingError, match="another run is changing this GPU now"):
             backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True)
+        with pytest.raises(ProfilingError, match="another run is changing this GPU now"):
+            backend(tmp_path, FakeNvml())  # a read-only run would measure under it too
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -746,3 +765,77 @@ def test_an_unsupported_memory_clock_is_refused(tmp_path):
         with pytest.raises(ProfilingError, match=r"mem_mhz=2000 is not a memory clock.*2619"):
             profile(b, modes, n_minibatches=2, progress=False)
     assert nvml.locks == []
+
+
+# -- the per-GPU state file: only a run that may change the GPU owns it ------------------
+def _kill_mid_sweep(tmp_path) -> Path:
+    """A run killed at 150 W with the SM clock locked at 990 MHz; its state file."""
+    b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True, allow_clocks=True,
+                handle_signals=False)  # fmt: skip
+    b.configure({"power_limit_w": 150, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    killed(b)
+    (state,) = (tmp_path / "state").glob("gpu-*.json")
+    return state
+
+
+def test_a_read_only_run_keeps_what_a_killed_run_left_to_restore(tmp_path):
+    state = _kill_mid_sweep(tmp_path)
+    left = FakeNvml()  # the GPU as the killed run left it; read-only: no setter allowed
+    left.limit_mw, left.sm_lock = 150_000, 990
+    with pytest.warns(RuntimeWarning, match="did not finish"):
+        b = backend(tmp_path, left)
+    profile(b, b.modes([2], threads=[1]), n_minibatches=2, progress=False)
+    b.close()
+    assert state.exists()  # still there for the next allowed run
+    gpu = FakeNvml(setters=True)
+    gpu.limit_mw, gpu.sm_lock = 150_000, 990
+    with pytest.warns(RuntimeWarning, match=r"originally 450 W.*SM True"):
+        b2 = backend(tmp_path, gpu, allow_power_limit=True, handle_signals=False)
+    b2.close()
+    assert (gpu.limit_mw, gpu.sm_lock) == (START_MW, None) and not state.exists()
+
+
+def test_a_recycled_pid_in_the_state_file_does_not_block(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text(
+        json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": os.getppid()})  # alive
+    )
+    with pytest.warns(RuntimeWarning, match="did not finish.*originally 300 W"):
+        b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True,
+                    handle_signals=False)  # fmt: skip
+    b.close()
+    assert not (state / "gpu-GPU-1234abcd-0000.json").exists()
+
+
+def test_the_state_file_wins_over_the_outputs_sidecar(tmp_path):
+    """After a kill the per-GPU state file names the original limit; an older sidecar of
+    the same output that recorded another limit must not replace it."""
+    _kill_mid_sweep(tmp_path)
+    gpu = FakeNvml(setters=True)
+    gpu.limit_mw = 150_000
+    with pytest.warns(RuntimeWarning, match="did not finish"):
+        b = backend(tmp_path, gpu, allow_power_limit=True, handle_signals=False)
+    b.adopt_recorded({"power_limit_changed": True, "power_limit_w": 300.0})
+    b.close()
+    assert gpu.limit_mw == START_MW
+
+
+@pytest.mark.parametrize("where", ["file", "proc", "read-only"])
+def test_a_state_folder_that_cannot_be_used_is_one_line(tmp_path, monkeypatch, where):
+    folder = {"file": tmp_path / "f", "proc": Path("/proc/powertrain"),
+              "read-only": tmp_path / "ro" / "state"}[where]  # fmt: skip
+    if where == "file":
+        folder.write_text("x")
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes to read-only folders")
+        folder.parent.mkdir()
+        folder.parent.chmod(0o500)
+    monkeypatch.setenv(STATE_DIR_ENV, str(folder))
+    nvml = FakeNvml(setters=True)
+    with pytest.raises(ProfilingError, match=rf"GPU state folder {folder}: cannot use it.*"
+                       f"{STATE_DIR_ENV}") as e:  # fmt: skip
+        backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    assert "\n" not in str(e.value) and setters_called(nvml) == [] and not nvml.up
+    backend(tmp_path, FakeNvml()).close()  # a read-only run does not need the folder
