@@ -839,3 +839,51 @@ def test_a_state_folder_that_cannot_be_used_is_one_line(tmp_path, monkeypatch, w
         backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
     assert "\n" not in str(e.value) and setters_called(nvml) == [] and not nvml.up
     backend(tmp_path, FakeNvml()).close()  # a read-only run does not need the folder
+
+
+@pytest.mark.parametrize("which", ["out", "modes", "symlink"])
+def test_spec_out_never_overwrites_the_output_or_the_modes(tmp_path, monkeypatch, capsys, which):
+    nvml = FakeNvml(setters=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    out, modes = tmp_path / "m.csv", tmp_path / "modes.csv"
+    out.write_text("measured\n")
+    modes.write_text("batch_size\n2\n")
+    spec = {"out": out, "modes": modes, "symlink": tmp_path / "link.json"}[which]
+    if which == "symlink":
+        spec.symlink_to(out)
+    argv = _cli(tmp_path, "--out", str(out), "--modes", str(modes), "--allow-clocks")
+    assert main([*argv, "--spec-out", str(spec)]) == 1
+    err = capsys.readouterr().err
+    flag = "--modes" if which == "modes" else "--out"
+    assert f"--spec-out {spec}: is the {flag} file" in err
+    assert out.read_text() == "measured\n" and modes.read_text() == "batch_size\n2\n"
+    assert nvml.calls == []  # refused before NVML was started
+
+
+def test_spec_out_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(setters=True))
+    (tmp_path / "d").mkdir()
+    argv = _cli(tmp_path, "--out", str(tmp_path / "o.csv"), "--allow-clocks")
+    assert main([*argv, "--spec-out", str(tmp_path / "d")]) == 1
+    assert f"--spec-out {tmp_path / 'd'}: is a folder" in capsys.readouterr().err
+    monkeypatch.setattr(NvmlBackend, "device_spec", lambda self: {"knobs": {}})
+    import powertrain.utils.files as files
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "atomic_write", full)
+    assert main([*argv, "--spec-out", str(tmp_path / "s.json")]) == 1
+    assert "--spec-out" in (err := capsys.readouterr().err) and "the disk is full" in err
+    assert "Traceback" not in err
+
+
+def test_memory_clocks_on_a_gpu_with_one_are_refused_not_dropped(tmp_path, monkeypatch, capsys):
+    with backend(tmp_path, FakeNvml(setters=True), allow_clocks=True) as b:
+        with pytest.raises(ProfilingError, match=r"--mem-clocks\) 1593: .*one memory clock"):
+            b.modes([2], mem_clocks_mhz=[1593], gpu_clocks_mhz=[990])
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(setters=True))
+    out = tmp_path / "o.csv"
+    argv = _cli(tmp_path, "--out", str(out), "--allow-clocks", "--mem-clocks", "1593")
+    assert main(argv) == 1 and not out.exists()
+    assert "one memory clock (2619 MHz)" in capsys.readouterr().err

@@ -390,6 +390,12 @@ class NvmlBackend(StepBackend):
             raise self._refuse_power_limit("")
         if (gpu_clocks_mhz is not None or mem_clocks_mhz is not None) and not self.allow_clocks:
             self._refused_columns(["gpu_mhz"], "")
+        if mem_clocks_mhz is not None and not self.mem_clock_knob:  # never dropped silently
+            raise ProfilingError(
+                f"mem_clocks_mhz (--mem-clocks) {','.join(f'{m:g}' for m in mem_clocks_mhz)}: "
+                f"GPU {self.gpu_index} ({self.gpu_name}) lists one memory clock "
+                f"({self._top_mem():g} MHz), so it is not a knob here; drop it"
+            )
         mem0 = self._top_mem() if self.allow_clocks else None
         top = max(self.supported_clocks[mem0]) if mem0 is not None else None
         grid: dict[str, list[Any]] = {
