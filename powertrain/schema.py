@@ -22,6 +22,53 @@ TARGET_COLUMNS = ("time_ms", "power_w")
 INTEGER_COLUMNS = ("cores", "batch_size", "threads", "num_workers")
 
 
+#: what a profiling output records about each measurement and a prediction never has:
+#: the minibatches timed and the power samples read
+EVIDENCE_COLUMNS = ("n_minibatches", "n_power_samples")
+#: a per-row flag a table may carry instead (a decision's cap table): True = measured
+MEASURED_FLAG = "measured"
+_FLAGS = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
+
+
+def measured_rows(df: pd.DataFrame, source: str | None = None) -> np.ndarray:
+    """Which rows are measurements (True) rather than predictions: the one rule.
+
+    Why: a spread column cannot tell them apart (a profiling output's ``power_w_std`` is
+    the spread of its samples, a prediction's is its uncertainty), so what a measurement
+    rests on does. A row is measured where the table's ``measured`` column says so, or,
+    without that column, where it records minibatches and power samples
+    (:data:`EVIDENCE_COLUMNS`, ``n_minibatches`` >= 1 and ``n_power_samples`` >= 1). A
+    table with neither (a ``predict`` output, a hand-made table) holds predictions.
+    """
+    if MEASURED_FLAG in df.columns:
+        text = df[MEASURED_FLAG].astype(str).str.strip().str.lower()
+        known = text.isin(list(_FLAGS))
+        if not known.all():
+            i = int(np.flatnonzero(~known.to_numpy())[0])
+            raise DataError(
+                f"{_where(source)}row {i + 1}, column '{MEASURED_FLAG}': must be True or False"
+            )
+        return text.map(_FLAGS).to_numpy(dtype=bool)
+    if not all(c in df.columns for c in EVIDENCE_COLUMNS):
+        return np.zeros(len(df), dtype=bool)
+    counts = df[list(EVIDENCE_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    return (counts >= 1).all(axis=1).to_numpy(dtype=bool)
+
+
+def check_measurements(df: pd.DataFrame, source: str | None = None) -> None:
+    """Refuse a table any row of which is not a measurement (:func:`measured_rows`),
+    naming the first: predictions taken as measurements would be called confirmed."""
+    measured = measured_rows(df, source)
+    if not measured.all():
+        i = int(np.flatnonzero(~measured)[0])
+        why = (
+            f"column '{MEASURED_FLAG}' is False"
+            if MEASURED_FLAG in df.columns
+            else f"it records no {' and '.join(EVIDENCE_COLUMNS)} (a prediction?)"
+        )
+        raise DataError(f"{_where(source)}row {i + 1} is not a measurement: {why}")
+
+
 def _where(source: str | None) -> str:
     return f"{source}: " if source else ""
 

@@ -501,14 +501,15 @@ def _active(backend, args: argparse.Namespace) -> int:
     """Measure where the decision is, print why each configuration is measured, write the
     measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
     from ..decisions.decide import decide
-    from ..schema import read_csv
+    from ..schema import check_measurements, read_csv
 
     if backend.device is None:
         raise DataError("--strategy active needs --device (the mode space to decide over)")
-    ref = _reference(args, backend.device)
     earlier = None
     if args.out is not None and Path(args.out).is_file():
         earlier = read_csv(args.out, "--out")  # an earlier run of this command: resume
+        check_measurements(earlier, f"--out {args.out}")  # never a prediction taken as one
+    ref = _reference(args, backend.device)
 
     def say(line: str) -> None:
         if not args.quiet:
