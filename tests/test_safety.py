@@ -416,3 +416,44 @@ def test_a_producer_error_reaches_the_writer_at_its_chunk():
         for df in prefetch(frames()):
             got.append(len(df))
     assert got == [1]
+
+
+def test_replace_dir_keeps_the_old_folder_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    from powertrain.utils import files
+
+    old, new = tmp_path / "case", tmp_path / ".case.tmp"
+    for folder, text in ((old, "old"), (new, "new")):
+        folder.mkdir()
+        (folder / "data.csv").write_text(text)
+    real = os.replace
+
+    def fails_to_put_the_new_one(src, dst):
+        if Path(src) == new:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", fails_to_put_the_new_one)
+    with pytest.raises(OSError):
+        files.replace_dir(new, old)
+    assert (old / "data.csv").read_text() == "old"  # the old folder is back, whole
+    monkeypatch.setattr(files.os, "replace", real)
+    files.replace_dir(new, old)
+    assert (old / "data.csv").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case"]  # nothing left aside
+
+
+def test_atomic_writes_take_any_valid_name_and_errors_name_the_path_given(tmp_path):
+    from powertrain.utils.files import atomic_write, replace_dir
+
+    long = tmp_path / ("p" * 240 + ".csv")  # 244 characters: a valid name
+    atomic_write(long, "a,b\n1,2\n")
+    assert long.read_text() == "a,b\n1,2\n" and sorted(tmp_path.iterdir()) == [long]
+    folder = tmp_path / ("d" * 255)
+    (tmp_path / "new").mkdir()
+    folder.mkdir()
+    replace_dir(tmp_path / "new", folder)  # the old one moved aside under a shorter name
+    assert folder.is_dir() and sorted(tmp_path.iterdir()) == [folder, long]
+    missing = tmp_path / "no-such-folder" / "out.csv"
+    with pytest.raises(FileNotFoundError) as e:
+        atomic_write(missing, "x")
+    assert e.value.filename == str(missing) and ".tmp" not in str(e.value)
