@@ -949,6 +949,15 @@ def plot(out: dict, path: str) -> None:
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"decisions.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument(
@@ -1077,6 +1086,13 @@ def main(argv=None) -> dict:
 
         out["real_data"] = str(Path(args.data).resolve()) if args.data else "datasets/real"
         out["real"] = real_traces(ids, partial=partial_real, folder=args.data).to_dict("records")
+        if not out["real"]:  # never an empty table that looks like a result
+            raise DataError(
+                f"--data {args.data or 'datasets/real'}: no corpus section 4 can decide on: it "
+                "needs per-epoch corpora (epoch_s) with an r vector (r_{workload}.csv), as "
+                "tools/import_zeus.py writes; clock sweeps (Perseus) are for "
+                "benchmarks/frequency.py"
+            )
         save()
     if "schedule" in args.sections:
         if not shared_first:  # the schedule follows a shared decision: make one

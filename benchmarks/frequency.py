@@ -401,6 +401,15 @@ def print_tables(acc: list, dec: list, draws: int, what: str = "") -> list[dict]
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"frequency.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--ks", type=int, nargs="+", default=list(KS), help="samples per target")

@@ -278,6 +278,15 @@ def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"real_data.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--data", help="a folder of real corpora (default: the package's datasets/real)"
@@ -306,7 +315,7 @@ def main(argv=None) -> dict:
     folder = args.data or real_folder()
     found = discover(folder)
     if not found:
-        raise SystemExit(f"no real corpora in {folder}")
+        raise DataError(f"--data {folder}: no real corpora there")
     devices = sorted(found)[:1] if args.quick else sorted(found)
     print(f"corpora in {folder}: " + "; ".join(f"{d}: {len(found[d])} workloads" for d in devices))
     acc, dec = [], []
