@@ -7,6 +7,7 @@ bad file must fail here with the file, row and column named, not deep inside pan
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -69,6 +70,23 @@ def check_measurements(df: pd.DataFrame, source: str | None = None) -> None:
         raise DataError(f"{_where(source)}row {i + 1} is not a measurement: {why}")
 
 
+#: what a column name looks like: anything else in a header is file content, not a name
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_. ()/%-]{0,63}")
+_NUMBER = re.compile(r"[-+]?[0-9.,eE+-]{1,24}|[-+]?(inf|nan|infinity)", re.I)
+
+
+def shown_columns(columns: Iterable[object]) -> str:
+    """The column names of a table, for an error message: only what looks like a column
+    name is echoed. Why: the "header" of a file that is not a table (a report spec's
+    ``samples_csv`` naming /etc/shadow) is its first line, and an error must not print
+    a file's content."""
+    names = [str(c) for c in columns]
+    shown = [c for c in names if _NAME.fullmatch(c)]
+    other = len(names) - len(shown)
+    more = f"{' and ' if shown else ''}{other} that are not column names" if other else ""
+    return ", ".join(shown) + more if names else "none"
+
+
 def _where(source: str | None) -> str:
     return f"{source}: " if source else ""
 
@@ -94,7 +112,7 @@ def check_columns(
     if missing:
         raise DataError(
             f"{_where(source)}missing column(s) {', '.join(missing)}; "
-            f"found {', '.join(map(str, df.columns))}"
+            f"found {shown_columns(df.columns)}"
         )
     if len(df) == 0:
         raise DataError(f"{_where(source)}the table has no rows")
@@ -134,10 +152,15 @@ def check_columns(
 
 
 def _shown(value: object) -> str:
-    """What is wrong with a cell that is not a finite number, in a user's words."""
+    """What is wrong with a cell that is not a finite number, in a user's words; the
+    value is echoed only when it is a short word or number (never a line of a file that
+    is not a table)."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "the cell is empty (a number is needed)"
-    return f"value {str(value)!r} is not a finite number"
+    text = str(value)
+    if len(text) <= 24 and _NAME.fullmatch(text) or _NUMBER.fullmatch(text):
+        return f"value {text!r} is not a finite number"
+    return "the value is not a finite number"
 
 
 def check_modes(
@@ -170,5 +193,5 @@ def read_csv(path: str | os.PathLike, what: str = "") -> pd.DataFrame:
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"{where}: not a readable CSV ({e})") from None
     if df.empty:
-        raise DataError(f"{where}: has a header ({', '.join(map(str, df.columns))}) but no rows")
+        raise DataError(f"{where}: has a header ({shown_columns(df.columns)}) but no rows")
     return df

@@ -29,11 +29,13 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
     (optimise.TIME_COLUMNS), else the one predicted column besides ``power`` (a column
     with a ``_std`` partner, as a model's own target has)."""
     from ..decisions.optimise import TIME_COLUMNS
+    from ..schema import shown_columns
 
     columns = list(columns)
     if name is not None:
         if name not in columns:
-            raise DataError(f"{source}: --time {name}: no such column (has {', '.join(columns)})")
+            have = shown_columns(columns)
+            raise DataError(f"{source}: --time {name}: no such column (has {have})")
         return name
     for known in TIME_COLUMNS:
         if known in columns:
@@ -44,7 +46,7 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
     raise DataError(
         f"{source}: no time_ms or epoch_s column and no single other predicted column; name "
         "the time "
-        f"target with --time (columns: {', '.join(columns)})"
+        f"target with --time (columns: {shown_columns(columns)})"
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..schema import check_columns
+from ..schema import check_columns, shown_columns
 from .optimise import columns_of, fastest_under, pareto_front
 
 
@@ -33,7 +33,7 @@ def _knobs(table: pd.DataFrame, columns: Sequence[str] | None, what: str) -> lis
     if not knobs:
         raise DataError(
             f"{what}: cannot tell which columns are the device's knobs (found "
-            f"{', '.join(map(str, table.columns))}); pass columns=[...]"
+            f"{shown_columns(table.columns)}); pass columns=[...]"
         )
     return list(knobs)
 

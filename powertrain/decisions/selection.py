@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..data.batch_efficiency import RSource, load_r
 from ..errors import DataError, NoFeasibleModeError
-from ..schema import check_columns
+from ..schema import check_columns, shown_columns
 from .optimise import _number, columns_of, pick_under
 
 OBJECTIVES = ("time", "energy")
@@ -34,7 +34,7 @@ def time_to_accuracy(estimates: pd.DataFrame, r: RSource, time: str | None = Non
     time = time or cols.time
     if time not in estimates.columns:
         raise DataError(f"estimates have no time column '{time}' (found "
-                        f"{', '.join(map(str, estimates.columns))})")  # fmt: skip
+                        f"{shown_columns(estimates.columns)})")  # fmt: skip
     rv = load_r(r)
     have = set(rv.batch_size)
     sizes = set(estimates["batch_size"].astype(int))

@@ -15,7 +15,7 @@ import pandas as pd
 from ..devices.device import check_device
 from ..errors import DataError, ModelFileError
 from ..reserved import reserved_column
-from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, shown_columns
 
 #: below this many rows a transfer (or a fit) has nothing to validate on; a table also
 #: needs one row per input (a Jetson's five: 5 rows; a GPU's clock and batch size: 3)
@@ -251,7 +251,7 @@ def config_table(
     if missing:  # typically modes of a device with other knobs than the model's
         raise DataError(
             f"modes: missing column(s) {', '.join(missing)}; this model reads "
-            f"{', '.join(inputs)}, the modes have {', '.join(map(str, modes.columns))}"
+            f"{', '.join(inputs)}, the modes have {shown_columns(modes.columns)}"
         )
     check_columns(
         out, inputs, source="modes", positive=inputs if catalog_knobs else (), nonnegative=inputs

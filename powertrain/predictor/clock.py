@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..schema import shown_columns
 
 #: a reference spread (std / mean over the k clocks) below this identifies no slope
 MIN_SPREAD = 1e-3
@@ -39,7 +40,7 @@ MIN_SPREAD = 1e-3
 
 def _column(df: pd.DataFrame, col: str, where: str) -> np.ndarray:
     if col not in df.columns:
-        raise DataError(f"{where}: no column {col!r} (columns: {', '.join(map(str, df.columns))})")
+        raise DataError(f"{where}: no column {col!r} (columns: {shown_columns(df.columns)})")
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
