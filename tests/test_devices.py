@@ -280,3 +280,24 @@ def test_a_space_too_big_for_one_table_is_refused_by_size_and_iterated_in_chunks
 def test_a_sample_names_a_bad_size_or_seed(n, seed, match):
     with pytest.raises(pt.DataError, match=match):
         pt.get_device("orin-nano").sample(n, seed=seed)
+
+
+def test_a_device_id_registered_again_with_another_spec_warns():
+    import warnings
+
+    from powertrain.devices.specs import load_device_spec, register_device, unregister_device
+
+    spec = load_device_spec("orin-agx").to_dict()
+    spec["name"] = "orin-agx-twice"
+    unregister_device("orin-agx-twice")
+    try:
+        register_device(spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            register_device(dict(spec))  # the same spec again: a no-op, silent
+        other = {**spec, "description": "another board"}
+        with pytest.warns(RuntimeWarning, match="'orin-agx-twice' was registered with another"):
+            register_device(other)
+        assert pt.get_device("orin-agx-twice").spec.description == "another board"
+    finally:
+        unregister_device("orin-agx-twice")

@@ -62,6 +62,7 @@ def refine_modes(
     columns = _knobs(estimates, columns, "refine_modes")
     cols = columns_of(estimates)
     est = check_columns(estimates, [*columns, cols.time, cols.power], source="refine_modes")
+    est = est.reset_index(drop=True)  # by position: any index, duplicated labels too
     keys = _keys(est, columns)
     taken = set() if exclude is None else set(_keys(exclude, columns))
     chosen: list = []
@@ -85,7 +86,7 @@ def refine_modes(
         order = sorted(range(len(inside)), key=lambda i: abs(i - mid))
         for i in order:
             take(inside.index[i])
-    return estimates.loc[chosen]
+    return estimates.iloc[chosen]
 
 
 def with_observed(

@@ -8,6 +8,7 @@ a spec object anywhere a catalog name is accepted.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -428,8 +429,11 @@ def register_device(spec: str | Path | dict | DeviceSpec) -> DeviceSpec:
 
     Why: samples and models name their device by id; once registered, that id resolves
     everywhere a catalog id does (``fit``, ``transfer``, ``predict``, ``select``, the CLI,
-    reports). Registering again under the same id replaces the spec. A catalog id can
-    only be registered with the catalog's own spec.
+    reports). Registering the same spec again is a no-op (every corpus sidecar that
+    declares its device registers it); registering a different spec under an id already
+    registered replaces it with a :class:`RuntimeWarning` naming the id, so a session
+    never mixes two devices under one name unawares. A catalog id can only be registered
+    with the catalog's own spec.
     """
     if isinstance(spec, DeviceSpec):
         s = spec
@@ -452,6 +456,15 @@ def register_device(spec: str | Path | dict | DeviceSpec) -> DeviceSpec:
                 "give your spec its own 'name'"
             )
         return s
+    before = _REGISTRY.get(s.name)
+    if before is not None and before != s:
+        warnings.warn(
+            f"device {s.name!r} was registered with another spec this session; it is "
+            "replaced by this one (models and samples naming it now resolve to the new "
+            "knobs): give a different device its own 'name'",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     _REGISTRY[s.name] = s
     return s
 
