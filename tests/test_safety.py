@@ -79,12 +79,16 @@ def test_a_device_or_pipe_is_written_in_place_never_replaced(tmp_path):
         ("12,2201.6,1300.5,3199,16,7\n", "not a readable csv"),
     ],
 )
-def test_an_error_mid_stream_leaves_no_output_that_looks_whole(tmp_path, monkeypatch, bad, says):
+def test_an_error_mid_stream_leaves_no_output_that_looks_whole(
+    tmp_path, monkeypatch, capsys, bad, says
+):
     """Defect 1: rows after the first chunks were written before a bad row was read."""
     monkeypatch.setattr(streaming.read_csv_chunks, "__defaults__", (5, ""))  # chunks of 5
     src = _modes_csv(tmp_path / "big.csv", [ROW] * 12 + [bad] + [ROW] * 3)
     out = tmp_path / "out.csv"
     assert main(["predict", "-m", "orin-agx/resnet18", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert says in err.lower() if says.islower() else says in err, err  # the row and column
     assert not out.exists()
     assert os.listdir(tmp_path) == ["big.csv"]
 
