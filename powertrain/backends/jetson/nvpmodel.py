@@ -25,7 +25,7 @@ _DEFAULT = re.compile(r"<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>")
 KNOBS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 
 
-def _config(config: Any) -> dict[str, float]:
+def as_config(config: Any) -> dict[str, float]:
     """A mapping, a pandas Series or a one-row DataFrame as ``{knob: value}``."""
     if hasattr(config, "to_dict") and hasattr(config, "columns"):
         if len(config) != 1:
@@ -95,7 +95,7 @@ def write_block(
         The block, checked: :func:`read_block` gives ``config`` back.
     """
     dev = get_device(device)
-    cfg = _config(config)
+    cfg = as_config(config)
     if not re.fullmatch(r"[A-Za-z0-9_]+", name):
         raise ModeError(f"mode name {name!r}: use letters, digits and '_' only")
     if isinstance(mode_id, bool) or not isinstance(mode_id, int) or mode_id < 0:
