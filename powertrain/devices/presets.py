@@ -84,3 +84,20 @@ def preset_id(device: SpecLike | Any, name: str) -> int:
     if p.get("nvpmodel_id") is None:
         raise ModeError(f"{_spec(device).name}: preset {p['name']!r} gives no nvpmodel_id")
     return int(p["nvpmodel_id"])
+
+
+#: said wherever preset names are shown: a "25W" mode does not hold the board to 25 W
+CLOCK_CAPS_NOTE = (
+    "preset names are nvpmodel clock caps, not power budgets (an Orin NX 16GB was "
+    "measured at 16.9 W in its 25W mode and 27.6 W in 40W); a power cap here is the "
+    "module's measured input power (VDD_IN where the board has it)"
+)
+
+
+def preset_note(device: SpecLike | Any) -> str | None:
+    """``"15W, 25W, MAXN_SUPER: <CLOCK_CAPS_NOTE>"`` for a device with presets, else None."""
+    try:
+        names = preset_names(device)
+    except Exception:  # noqa: BLE001 - an unknown device: nothing to say
+        return None
+    return f"{', '.join(names)}: {CLOCK_CAPS_NOTE}" if names else None
