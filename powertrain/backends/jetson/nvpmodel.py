@@ -151,7 +151,7 @@ def parse_modes(text: str) -> list[dict]:
 def _int(mode: dict, key: tuple[str, str]) -> int:
     v = mode["settings"].get(key)
     try:
-        return int(v)  # type: ignore[arg-type]
+        return int(v)
     except (TypeError, ValueError):
         raise ModeError(
             f"mode {mode['name']} (line {mode['line']}): {' '.join(key)} is "
