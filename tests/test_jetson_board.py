@@ -187,3 +187,21 @@ def test_apply_needs_root_and_a_preset_is_resolved_by_name_on_the_board(tmp_path
     assert capsys.readouterr().out.startswith("sudo nvpmodel -m 1")
     assert main(["apply", "--root", str(nano), "--preset", "25W"]) == 1
     assert "no preset '25W' on its non-super image" in capsys.readouterr().err
+
+
+@pytest.mark.system  # runs a subprocess under the pick
+def test_the_command_runs_a_job_under_the_pick_then_restores_or_keeps_it(tmp_path, monkeypatch):
+    board = make_p3767(tmp_path, "orin-nx-8gb-super")
+    before = board.state()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)  # the fake tree stands in for root's sysfs
+    seen = tmp_path / "seen.txt"
+    gpu = tmp_path / GPU_DIR / "max_freq"
+    config = "cores=4,cpu_mhz=1420.8,gpu_mhz=612,mem_mhz=3199"
+    job = ["--", "sh", "-c", f"cat {gpu} > {seen}"]
+    assert main(["apply", "--root", str(tmp_path), "--config", config, *job]) == 0
+    assert seen.read_text().strip() == "612000000"  # the job ran under the pick
+    assert board.state() == before  # and the board is back
+    assert main(["apply", "--root", str(tmp_path), "--config", config, "--keep"]) == 0
+    assert board.read(f"{GPU_DIR}/max_freq") == "612000000"
+    assert board.read("sys/devices/system/cpu/cpu5/online") == "0"
+    assert main(["apply", "--root", str(tmp_path), "--config", "cores=4,gpu_mhz=612"]) == 1
