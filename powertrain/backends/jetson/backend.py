@@ -26,7 +26,7 @@ from ..hardware import PowerSampler, StepBackend
 from ..stop_signals import StopSignals, blocked
 from .board_id import check_board, match_spec, read_board
 from .power_sensors import open_sensor, rail_column
-from .sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
+from .sysfs_knobs import BoardTables, SysfsKnobs, Writer, confined, glob_under, write_sysfs
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
@@ -92,6 +92,28 @@ class _Fan:
             raise ProfilingError("fan: " + "; ".join(errors))
 
 
+def _board_device(catalog: Device, tables: BoardTables) -> Device:
+    """The board's own mode space: the catalog spec with the tables read from sysfs (the
+    published profiling grid kept only where the tables are the catalog's)."""
+    spec = catalog.spec
+    same = (
+        tuple(tables.cpu_mhz) == tuple(spec.cpu_mhz)
+        and tuple(tables.gpu_mhz) == tuple(spec.gpu_mhz)
+        and tuple(tables.mem_mhz) == tuple(spec.mem_mhz)
+    )
+    return Device(
+        replace(
+            spec,
+            cores=tables.cores,
+            min_cores=min(spec.min_cores, tables.cores),
+            cpu_mhz=tables.cpu_mhz,
+            gpu_mhz=tables.gpu_mhz,
+            mem_mhz=tables.mem_mhz,
+            profiling_grid=spec.profiling_grid if same else None,
+        )
+    )
+
+
 class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
@@ -149,22 +171,7 @@ class JetsonBackend(StepBackend):
         self.write = confined(write or write_sysfs, self.knobs.write_roots)
         self.tables = self.knobs.check_against_catalog()
         check_board(catalog.spec, board, self.tables)  # a capped Super firmware, named
-        same = (
-            tuple(self.tables.cpu_mhz) == tuple(catalog.spec.cpu_mhz)
-            and tuple(self.tables.gpu_mhz) == tuple(catalog.spec.gpu_mhz)
-            and tuple(self.tables.mem_mhz) == tuple(catalog.spec.mem_mhz)
-        )
-        self.device = Device(
-            replace(
-                catalog.spec,
-                cores=self.tables.cores,
-                min_cores=min(catalog.spec.min_cores, self.tables.cores),
-                cpu_mhz=self.tables.cpu_mhz,
-                gpu_mhz=self.tables.gpu_mhz,
-                mem_mhz=self.tables.mem_mhz,
-                profiling_grid=catalog.spec.profiling_grid if same else None,
-            )
-        )
+        self.device = _board_device(catalog, self.tables)
         self.sensor = open_sensor(
             catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
         )
