@@ -205,3 +205,21 @@ def test_the_command_runs_a_job_under_the_pick_then_restores_or_keeps_it(tmp_pat
     assert board.read(f"{GPU_DIR}/max_freq") == "612000000"
     assert board.read("sys/devices/system/cpu/cpu5/online") == "0"
     assert main(["apply", "--root", str(tmp_path), "--config", "cores=4,gpu_mhz=612"]) == 1
+
+
+def test_a_pick_of_select_becomes_a_custom_mode_with_the_same_clocks(tmp_path, capsys):
+    dev = pt.get_device("orin-nano-super")
+    twin = pt.Twin(dev, "resnet18", seed=0)
+    est = twin.expected(dev.sample(200, seed=1), 16).assign(device=dev.name, batch_size=16)
+    est.to_csv(tmp_path / "est.csv", index=False)
+    assert main(["select", str(tmp_path / "est.csv"), "--power-cap", "12", "--plain", "-q"]) == 0
+    (tmp_path / "pick.csv").write_text(capsys.readouterr().out)
+    pick = pd.read_csv(tmp_path / "pick.csv").iloc[0]
+    out = tmp_path / "pick.conf"
+    argv = ["apply", "--device", dev.name, "--from", str(tmp_path / "pick.csv")]
+    assert main([*argv, "--nvpmodel", str(out)]) == 0
+    back = nvpmodel.read_block(dev, out.read_text())
+    assert {k: back[k] for k in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")} == pytest.approx(
+        {k: float(pick[k]) for k in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")}
+    )
+    assert nvpmodel.parse_modes(out.read_text())[0]["id"] == 3  # above the presets' 0..2
