@@ -223,3 +223,16 @@ def test_a_pick_of_select_becomes_a_custom_mode_with_the_same_clocks(tmp_path, c
         {k: float(pick[k]) for k in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")}
     )
     assert nvpmodel.parse_modes(out.read_text())[0]["id"] == 3  # above the presets' 0..2
+
+
+def test_on_a_capped_board_a_block_is_checked_against_the_boards_own_table(tmp_path, capsys):
+    make_p3767(tmp_path, "orin-nano-super", capped=True)
+    argv = ["apply", "--root", str(tmp_path), "--nvpmodel", "-", "--config"]
+    with pytest.warns(SuperFirmwareWarning):
+        assert main([*argv, "cores=6,cpu_mhz=1728,gpu_mhz=918,mem_mhz=3199"]) == 1
+    assert "918 MHz is not a orin-nano-super frequency; available: 306, 408, 510, 612, 624.75" in (
+        capsys.readouterr().err
+    )
+    with pytest.warns(SuperFirmwareWarning):
+        assert main([*argv, "cores=6,cpu_mhz=1728,gpu_mhz=624.75,mem_mhz=3199"]) == 0
+    assert "GPU MAX_FREQ 624750000" in capsys.readouterr().out

@@ -111,7 +111,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..backends.jetson import nvpmodel
-    from ..backends.jetson.board_id import read_board, recognise
+    from ..backends.jetson.board_id import recognise
 
     if args.preset:
         rec = recognise(args.root, None if args.device == "auto" else args.device)
@@ -120,21 +120,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
         return 0
     config = _pick(args)
     if args.nvpmodel or args.install:
-        device = args.device
-        if device == "auto":
-            from ..backends.jetson.board_id import match_spec
+        from ..devices.device import get_device
 
-            device = match_spec(read_board(args.root)).name
+        on_board = args.device == "auto" or args.install  # the board's own tables decide
+        device = (
+            recognise(args.root, None if args.device == "auto" else args.device).device
+            if on_board
+            else get_device(args.device)
+        )
         conf = Path(args.root) / args.conf.lstrip("/") if args.root != "/" else Path(args.conf)
         mode_id = args.mode_id
         if mode_id is None:
-            from ..devices.device import get_device
-
             have = nvpmodel.conf_modes(conf.read_text()) if conf.exists() else {}
-            ids = [
-                *have.values(),
-                *(p.get("nvpmodel_id", -1) for p in get_device(device).spec.presets),
-            ]
+            presets = device.spec.presets
+            ids = [*have.values(), *(p.get("nvpmodel_id", -1) for p in presets)]
             mode_id = max(ids, default=-1) + 1
         block = nvpmodel.write_block(device, config, mode_id, args.mode_name)
         if args.nvpmodel == "-" or (not args.nvpmodel and not args.install):

@@ -12,7 +12,6 @@ import atexit
 import os
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -24,9 +23,9 @@ from ...steps.loader import as_step
 from ...steps.step import TrainingStep
 from ..hardware import PowerSampler, StepBackend
 from ..stop_signals import StopSignals, blocked
-from .board_id import check_board, match_spec, read_board
+from .board_id import board_device, check_board, match_spec, read_board
 from .power_sensors import open_sensor, rail_column
-from .sysfs_knobs import BoardTables, SysfsKnobs, Writer, confined, glob_under, write_sysfs
+from .sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
 
 ROOT_HELP = (
     "profiling a Jetson sets clocks through sysfs, which needs root: run "
@@ -92,28 +91,6 @@ class _Fan:
             raise ProfilingError("fan: " + "; ".join(errors))
 
 
-def _board_device(catalog: Device, tables: BoardTables) -> Device:
-    """The board's own mode space: the catalog spec with the tables read from sysfs (the
-    published profiling grid kept only where the tables are the catalog's)."""
-    spec = catalog.spec
-    same = (
-        tuple(tables.cpu_mhz) == tuple(spec.cpu_mhz)
-        and tuple(tables.gpu_mhz) == tuple(spec.gpu_mhz)
-        and tuple(tables.mem_mhz) == tuple(spec.mem_mhz)
-    )
-    return Device(
-        replace(
-            spec,
-            cores=tables.cores,
-            min_cores=min(spec.min_cores, tables.cores),
-            cpu_mhz=tables.cpu_mhz,
-            gpu_mhz=tables.gpu_mhz,
-            mem_mhz=tables.mem_mhz,
-            profiling_grid=spec.profiling_grid if same else None,
-        )
-    )
-
-
 class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
@@ -171,7 +148,7 @@ class JetsonBackend(StepBackend):
         self.write = confined(write or write_sysfs, self.knobs.write_roots)
         self.tables = self.knobs.check_against_catalog()
         check_board(catalog.spec, board, self.tables)  # a capped Super firmware, named
-        self.device = _board_device(catalog, self.tables)
+        self.device = board_device(catalog.spec, self.tables)
         self.sensor = open_sensor(
             catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
         )

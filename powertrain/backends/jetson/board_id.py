@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...devices.device import Device
 from ...devices.presets import find_preset, nvpmodel_info
 from ...devices.specs import DeviceSpec, device_names, load_device_spec
 from ...errors import ProfilingError
@@ -155,6 +156,27 @@ def check_board(spec: DeviceSpec, board: BoardInfo, tables: BoardTables) -> list
     return said
 
 
+def board_device(spec: DeviceSpec, tables: BoardTables) -> Device:
+    """The board's own mode space: the catalog spec with the tables read from sysfs (the
+    published profiling grid kept only where the tables are the catalog's)."""
+    same = (
+        tuple(tables.cpu_mhz) == tuple(spec.cpu_mhz)
+        and tuple(tables.gpu_mhz) == tuple(spec.gpu_mhz)
+        and tuple(tables.mem_mhz) == tuple(spec.mem_mhz)
+    )
+    return Device(
+        replace(
+            spec,
+            cores=tables.cores,
+            min_cores=min(spec.min_cores, tables.cores),
+            cpu_mhz=tables.cpu_mhz,
+            gpu_mhz=tables.gpu_mhz,
+            mem_mhz=tables.mem_mhz,
+            profiling_grid=spec.profiling_grid if same else None,
+        )
+    )
+
+
 @dataclass(frozen=True)
 class Recognition:
     """A board recognised: what it says, its catalog spec, its own tables, the warnings."""
@@ -163,6 +185,11 @@ class Recognition:
     spec: DeviceSpec
     tables: BoardTables
     warnings: tuple[str, ...]
+
+    @property
+    def device(self) -> Device:
+        """This board's own mode space (the spec with the tables read from sysfs)."""
+        return board_device(self.spec, self.tables)
 
     def preset_id(self, name: str) -> int:
         """The ID of preset ``name`` on this board: its own nvpmodel file first (by
