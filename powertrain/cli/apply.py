@@ -153,8 +153,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     run = [a for a in args.run if a != "--"] if args.run else []
     with apply(args.device, config, keep=args.keep, root=args.root) as applied:
-        for w in applied.recognition.warnings:
-            print(f"warning: {w}", file=sys.stderr)
         print(f"{applied.recognition.spec.name}: set {applied.state}", file=sys.stderr)
         if args.keep:
             return 0
