@@ -236,3 +236,18 @@ def test_on_a_capped_board_a_block_is_checked_against_the_boards_own_table(tmp_p
     with pytest.warns(SuperFirmwareWarning):
         assert main([*argv, "cores=6,cpu_mhz=1728,gpu_mhz=624.75,mem_mhz=3199"]) == 0
     assert "GPU MAX_FREQ 624750000" in capsys.readouterr().out
+
+
+def test_a_mode_only_the_boards_file_has_is_still_found_by_name(tmp_path):
+    """A newer Super release adds 7W (ID 3); the catalog cannot describe it, the board's
+    own file names it."""
+    make_p3767(tmp_path, "orin-nano-super")
+    conf = (tmp_path / "etc/nvpmodel.conf").resolve()
+    seven = nvpmodel.write_block(
+        "orin-nano-super", dict(cores=4, cpu_mhz=960, gpu_mhz=408, mem_mhz=2133), 3, "7W"
+    )
+    nvpmodel.install_block(conf, seven)
+    rec = recognise(tmp_path)
+    assert rec.preset_id("7w") == 3 and rec.preset_id("MAXN_SUPER") == 2
+    with pytest.raises(ModeError, match="not found in a primary source"):
+        pt.find_preset(rec.spec, "7W")  # the catalog itself still does not guess it

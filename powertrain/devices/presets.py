@@ -13,7 +13,7 @@ from ..errors import ModeError
 from .specs import DeviceSpec, SpecLike, load_device_spec
 
 
-def _key(name: str) -> str:
+def preset_key(name: str) -> str:
     """``maxn-super``, ``MAXN SUPER`` and ``MAXN_SUPER`` are one name; so are ``15w``
     and the AGX's ``MODE_15W``."""
     k = str(name).strip().upper().replace("-", "_").replace(" ", "_")
@@ -59,13 +59,13 @@ def find_preset(device: SpecLike | Any, name: str) -> dict:
         primary source gives, saying so (the catalog does not guess them).
     """
     spec = _spec(device)
-    want = _key(name)
+    want = preset_key(name)
     for p in spec.presets:
-        if _key(p["name"]) == want:
+        if preset_key(p["name"]) == want:
             return dict(p)
     info = nvpmodel_info(spec)
     for p in info.get("presets_unlisted", []):
-        if isinstance(p, dict) and _key(p.get("name", "")) == want:
+        if isinstance(p, dict) and preset_key(p.get("name", "")) == want:
             raise ModeError(
                 f"{spec.name}: preset {p['name']!r} exists as nvpmodel ID "
                 f"{p.get('nvpmodel_id', '?')} on {p.get('release', 'another release')}, but "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...devices.device import Device
-from ...devices.presets import find_preset, nvpmodel_info
+from ...devices.presets import find_preset, nvpmodel_info, preset_key
 from ...devices.specs import DeviceSpec, device_names, load_device_spec
 from ...errors import ProfilingError
 from .nvpmodel import conf_default, conf_modes
@@ -193,9 +193,10 @@ class Recognition:
 
     def preset_id(self, name: str) -> int:
         """The ID of preset ``name`` on this board: its own nvpmodel file first (by
-        name), else the catalog's for its image."""
+        name: a mode the catalog cannot describe, such as a newer release's 7W, is found
+        there too), else the catalog's for its image."""
         for n, i in self.board.modes.items():
-            if n.upper() == find_preset(self.spec, name)["name"].upper():
+            if preset_key(n) == preset_key(name):
                 return i
         return int(find_preset(self.spec, name)["nvpmodel_id"])
 
