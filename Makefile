@@ -74,6 +74,7 @@ bench: setup
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(BIN)/python benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
+	$(BIN)/python benchmarks/super_caps.py --json $(RESULTS)/orin_nano_super.json | tee $(RESULTS)/orin_nano_super.txt
 	$(BIN)/python tools/results_page.py
 
 clean:

@@ -15,6 +15,11 @@ EXPECTED_MODES = {
     "orin-nano": 1800,
     "nano": 5040,
     "tx2-nx": 4680,
+    # the Super images (JetPack 6.2+): cores x CPU x GPU x memory
+    "orin-nano-super": 6 * 22 * 8 * 4,
+    "orin-nano-4gb-super": 6 * 22 * 8 * 4,
+    "orin-nx-8gb-super": 6 * 26 * 10 * 4,
+    "orin-nx-16gb-super": 8 * 26 * 10 * 4,
 }
 
 
@@ -22,7 +27,7 @@ EXPECTED_MODES = {
 GPU_MODES = {"v100": 7, "a40": 9}
 
 
-def test_catalog_lists_the_five_jetsons_and_two_gpus():
+def test_catalog_lists_the_jetsons_and_two_gpus():
     assert set(pt.device_names()) == set(EXPECTED_MODES) | set(GPU_MODES)
 
 

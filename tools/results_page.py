@@ -71,6 +71,14 @@ ABOUT = {
     "settled and the fixed 40-minibatch protocol, with the board seconds each spent.",
     "speed": "Training and prediction speed of the package against a bare torch loop "
     "(`benchmarks/speed.py`).",
+    "orin_nano_super": "Held out, every row: the Orin Nano 8GB on its Super image "
+    "(`orin-nano-super`, GPU to 1020 MHz, memory to 3199 MHz; `benchmarks/super_caps.py`). Its "
+    "twin constants follow from its spec by docs/twin.md's datasheet rules and nothing was "
+    "chosen on it. Per workload and draw: 50 random modes profiled on the twin, the Orin AGX "
+    "ResNet-18 reference transferred with them; accuracy is MAPE % over the other modes "
+    "against the twin's expectation; decisions are picks under caps every 0.5 W (PT@50 plain "
+    "and with 3 predicted sigmas, the fastest preset whose *name* fits the cap, MAXN_SUPER); "
+    "the cap table is draw 0's plain picks (cores / CPU / GPU / memory MHz).",
     "select_margin": "The default margin of prediction-only picks "
     "(`benchmarks/select_margin.py`): V100 traces are the tuning split, A40 is held out; "
     "the smallest margin with the fewest tuning picks over cap + 1 W is the default.",

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "batch_r",
     "profile",
     "follow",
+    "apply",
     "demo",
     "report",
     "workloads",

@@ -54,9 +54,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
         d = get_device(name)
         knobs = " ".join(_knob_summary(k, v) for k, v in d.spec.knob_tables().items())
         presets = ", ".join(p["name"] for p in d.spec.presets) or "none"
-        rows.append(f"{name:<12} {d.n_modes:>7,}  {knobs}  presets: {presets}")
-    print(f"{'device':<12} {'modes':>7}  knobs (values each)")
+        rows.append(f"{name:<20} {d.n_modes:>7,}  {knobs}  presets: {presets}")
+    from ..devices.presets import CLOCK_CAPS_NOTE
+
+    print(f"{'device':<20} {'modes':>7}  knobs (values each)")
     print("\n".join(rows))
+    print(f"({CLOCK_CAPS_NOTE})")
     return 0
 
 
@@ -85,7 +88,10 @@ def cmd_modes(args: argparse.Namespace) -> int:
     elif args.which == "grid":
         df = dev.profiling_grid()
     elif args.which == "presets":
+        from ..devices.presets import CLOCK_CAPS_NOTE
+
         df = dev.presets()
+        print(f"note: {CLOCK_CAPS_NOTE}", file=sys.stderr)
     else:  # sample
         df = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
     if args.sweep_order and args.which != "presets":

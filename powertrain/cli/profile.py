@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--device",
-        help="catalog id or spec file (twin, jetson); for nvml an optional "
+        help="catalog id or spec file (twin, jetson; on a Jetson 'auto' recognises the "
+        "board from its device tree and nvpmodel file); for nvml an optional "
         "name for the device column (default: the GPU's name)",
     )
     p.add_argument(

@@ -289,6 +289,11 @@ def case_page(result: CaseResult) -> str:
         "Pareto front": f"{len(result.front)} modes predicted"
         + (f", {len(result.true_front)} true" if result.true_front is not None else ""),
     }
+    from ..devices.presets import preset_note
+
+    note = preset_note(c.device)
+    if note:
+        facts["vendor presets"] = note
     observed = (
         "grey: what the twin truly does (every mode, and its true front)"
         if result.true_front is not None
