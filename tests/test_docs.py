@@ -37,15 +37,16 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 
 
-def run_blocks(path: Path, tmp_path: Path) -> int:
-    """Run the page's blocks in order in one namespace (in ``tmp_path``); the count run."""
+def run_blocks(path: Path, tmp_path: Path, shown: list | None = None) -> int:
+    """Run the page's blocks in order in one namespace (in ``tmp_path``); the count run.
+    The warnings a user would see (UserWarning and its kind) go into ``shown``."""
     namespace: dict = {"__name__": "__docs__"}
     ran = 0
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. extrapolation notes: the docs explain them
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # e.g. extrapolation notes: the pages explain them
             for i, block in enumerate(python_blocks(path), 1):
                 first = block.splitlines()[0] if block.strip() else ""
                 if first.startswith("# skip"):
@@ -53,6 +54,12 @@ def run_blocks(path: Path, tmp_path: Path) -> int:
                     continue
                 exec(compile(block, f"{path.name} block {i}", "exec"), namespace)
                 ran += 1
+        if shown is not None:
+            shown += [
+                f"{w.category.__name__}: {w.message}"
+                for w in caught
+                if issubclass(w.category, UserWarning)
+            ]
     finally:
         os.chdir(cwd)
     return ran
@@ -81,7 +88,10 @@ def test_no_development_log_language(page):
     ids=lambda p: p.name,
 )
 def test_every_python_block_runs_in_order(page, tmp_path):
-    assert run_blocks(page, tmp_path) >= 1 or page.name == "jetson.md"
+    shown: list[str] = []
+    assert run_blocks(page, tmp_path, shown) >= 1 or page.name == "jetson.md"
+    if page.name == "README.md":  # the quick start: a newcomer's first run warns of nothing
+        assert shown == []
 
 
 def test_skipped_blocks_say_why(tmp_path):
