@@ -173,10 +173,63 @@ def test_the_site_builds_strictly(tmp_path):
         cwd=ROOT, capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr[-3000:]
-    predictor = (tmp_path / "site" / "api" / "predictor" / "index.html").read_text()
+    site = tmp_path / "site"
+    predictor = (site / "api" / "predictor.html").read_text()
     assert ":meth:" not in predictor and "<th>Name</th>" in predictor  # a parameter table
+    assert not list(site.rglob("*.py"))  # the build's hook is no page of the site
+    # opened from disk (file://), every link between pages names a file, not a folder
+    index = (site / "index.html").read_text()
+    links = re.findall(r'href="([^"#:]+)"', index)
+    assert "user-guide.html" in links
+    folders = [h for h in links if h.endswith("/") and not h.startswith("http")]
+    assert folders == []
 
 
 def test_pt_names_resolve():
     for name in pt.__all__:
         assert getattr(pt, name) is not None
+
+
+def _demo_lines(page: Path) -> list[str]:
+    """The demo's answer as a page shows it: the code block that starts with it."""
+    text = page.read_text()
+    block = re.search(r"```\n(the pick under 30 W:\n.*?)```", text, re.S)
+    assert block, f"{page.name} shows no demo answer"
+    return block.group(1).strip().splitlines()
+
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def _same_line(shown: str, printed: str) -> bool:
+    """``shown`` (``...`` for any text) matches ``printed``: the same words, and numbers
+    within 2 % (or 0.2) of each other, so a page cannot fall behind the demo."""
+    parts = shown.split("...")
+
+    def literal(part: str) -> str:  # the words as they are, each number as a group
+        bits = re.split(f"({_NUMBER.pattern})", part)
+        return "".join(
+            f"({_NUMBER.pattern})" if i % 2 else re.escape(b) for i, b in enumerate(bits)
+        )
+
+    m = re.fullmatch(".*?".join(literal(p) for p in parts), printed)
+    if not m:
+        return False
+    want = [float(x) for p in parts for x in _NUMBER.findall(p)]
+    got = [float(x) for x in m.groups()]
+    return all(abs(a - b) <= max(0.2, 0.02 * abs(a)) for a, b in zip(want, got))
+
+
+@pytest.mark.slow  # runs `powertrain demo` as the README tells a newcomer to (a minute or two)
+def test_the_demo_output_shown_in_the_docs_is_what_the_demo_prints(tmp_path, capsys):
+    from powertrain.cli import main
+
+    assert main(["demo", "-o", str(tmp_path / "demo")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index("the pick under 30 W:")
+    answer = printed[start : start + 4]
+    for page in (ROOT / "README.md", DOCS / "newcomer.md"):
+        shown = _demo_lines(page)
+        assert len(shown) == len(answer), page.name
+        for s, p in zip(shown, answer):
+            assert _same_line(s, p), f"{page.name} shows\n{s}\nthe demo printed\n{p}"

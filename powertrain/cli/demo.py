@@ -140,6 +140,11 @@ def _confirmed_pick(run, dev, args: argparse.Namespace) -> dict:
     }  # fmt: skip
 
 
+def _values(pick: dict) -> str:
+    """Whether a pick's time and power were measured (a confirmed pick) or predicted."""
+    return "measured" if str(pick["name"]).startswith("confirmed") else "predicted"
+
+
 def _answer(picks: list, knobs) -> str:
     """The answer first: each pick side by side with its time, power, how sure, cost."""
     import pandas as pd
@@ -148,12 +153,13 @@ def _answer(picks: list, knobs) -> str:
 
     rows = {
         "configuration": [mode_text(p, [*knobs, "batch_size"]) for p in picks],
+        "time and power are": [_values(p) for p in picks],
         "time per minibatch (ms)": [p["time_ms"] for p in picks],
         "power (W)": [p["power_w"] for p in picks],
         "how sure": [p["how sure"] or "prediction" for p in picks],
         "board minutes": [p["board_min"] for p in picks],
-        "true time vs optimum (%)": [p["penalty_pct"] for p in picks],
-        "true power vs cap (W)": [p["over_cap_w"] for p in picks],
+        "twin's true time vs optimum (%)": [p["penalty_pct"] for p in picks],
+        "twin's true power vs cap (W)": [p["over_cap_w"] for p in picks],
     }
     table = pd.DataFrame(rows, index=[p["name"] for p in picks]).T.rename_axis("").reset_index()
     return table_html(table)
@@ -245,7 +251,7 @@ def _print_answer(picks: list, knobs, cap: float, say) -> None:
         sure = f", {p['how sure']} sure" if p["how sure"] else ""
         say(
             f" - {p['name']}: {mode_text(p, [*knobs, 'batch_size'])}: {p['time_ms']:.1f} ms at "
-            f"{p['power_w']:.1f} W{sure}, {p['board_min']:.1f} board min{true}"
+            f"{p['power_w']:.1f} W {_values(p)}{sure}, {p['board_min']:.1f} board min{true}"
         )
 
 
