@@ -71,3 +71,25 @@ def test_a_benchmark_writes_the_summary_and_reads_its_records_back(tmp_path):
     results_file.detail_path(path).unlink()
     with pytest.raises(SystemExit, match="detail/decisions.json"):
         results_file.load(path)
+
+
+def _target(text: str, label: str) -> float:
+    """The measured figure of one line of a benchmark's printed targets."""
+    line = next(x for x in text.splitlines() if x.strip().startswith(label))
+    return float(line[len(line) - len(line.lstrip()) + len(label) :].split()[0])
+
+
+def test_the_readme_figures_come_from_the_results_files():
+    readme = (ROOT / "README.md").read_text()
+    margin = json.loads((RESULTS / "select_margin.json").read_text())
+    held = {r["margin_sigma"]: r for r in margin["table"] if r["split"] == "held-out"}
+    chosen = margin["chosen_margin_sigma"]
+    assert f"{held[chosen]['over_cap_1w_pct']:.2f} % of" in readme  # with the margin
+    assert f"against {held[0.0]['over_cap_1w_pct']:.1f} % without" in readme
+    assert f"The default margin is\n   {chosen:g}σ" in readme
+    table = (RESULTS / "decisions_table.txt").read_text()
+    median = _target(table, "shared budget 50 (Orin AGX 17-50 W) median penalty %")
+    q3 = _target(table, "shared budget 50 (Orin AGX) Q3 penalty %")
+    held_out = _target(table, "held-out shared budget 50 median penalty %")
+    assert f"median {median:.2f} % slower" in readme and f"(Q3 {q3:.2f} %)" in readme
+    assert f"{held_out:.2f} %" in readme
