@@ -64,6 +64,7 @@ from powertrain.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import optimisation  # noqa: E402  (a sibling benchmark: its baselines and scoring)
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 from decision_peers import SAMPLERS, grid_values, peer_run  # noqa: E402
 
 WORKLOADS = ("mobilenetv3", "resnet18", "yolov8n", "bert-base", "lstm")
@@ -75,6 +76,8 @@ PER_CAP_TARGET = 15
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
+#: records the --json file keeps whole: benchmarks/real_data.py prints section 4's rows
+KEEP = ("real",)
 SECTIONS = (
     "per-cap",
     "shared",
@@ -1021,7 +1024,7 @@ def _main(argv=None) -> dict:
     if args.merge:
         out = {}
         for part in args.merge:
-            saved = json.loads(Path(part).read_text())
+            saved = results_file.load(part)
             for key, value in saved.items():
                 if isinstance(value, list) and key in out and key not in ("caps", "workloads"):
                     out[key] = out[key] + value
@@ -1031,10 +1034,10 @@ def _main(argv=None) -> dict:
             decided = sorted({r["cap_w"] for r in out.get("per_cap", [])})
             out["baselines"] = saved_baselines(args.baselines_from, np.array(decided))
         if args.json:
-            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+            results_file.write(args.json, out, keep=KEEP)
         args.show = args.json
     if args.show:
-        out = json.loads(Path(args.show).read_text())
+        out = results_file.load(args.show)
         report(out)
         if args.png:
             plot(out, args.png)
@@ -1046,7 +1049,7 @@ def _main(argv=None) -> dict:
 
     def save() -> None:
         if args.json:
-            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+            results_file.write(args.json, out, keep=KEEP)
 
     if "per-cap" in args.sections:
 

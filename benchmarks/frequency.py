@@ -35,7 +35,7 @@ Rules fixed before any result:
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -47,6 +47,9 @@ from powertrain.data.real_data import load_real_corpus, real_corpus_names, real_
 from powertrain.errors import DataError
 from powertrain.predictor import Predictor
 from powertrain.predictor.clock import ClockTransfer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 
 REFERENCE = "gpt3-175b-stage0-forward"
 KS = (3, 5, 10)
@@ -424,8 +427,7 @@ def _main(argv=None) -> dict:
     draws = 2 if args.quick else args.draws
     ks = (3, 5) if args.quick else tuple(args.ks)
     if args.show:
-        with open(args.show) as f:
-            saved = json.load(f)
+        saved = results_file.load(args.show)
         print_tables(saved["accuracy"], saved["decisions"], saved["draws"], saved.get("data", ""))
         return saved
     folder = Path(args.data) if args.data else default_folder()
@@ -440,13 +442,9 @@ def _main(argv=None) -> dict:
     def dump(acc, dec, done=False):
         if args.json:
             out = {"reference": reference, "data": what, "draws": draws, "ks": list(ks)}
-            with open(args.json, "w") as f:
-                json.dump(
-                    {**out, "complete": done, "accuracy": acc, "decisions": dec},
-                    f,
-                    indent=1,
-                    default=float,
-                )
+            results_file.write(
+                args.json, {**out, "complete": done, "accuracy": acc, "decisions": dec}
+            )
 
     acc, dec = run(draws, ks, targets, partial=dump, folder=folder, reference=reference)
     verdicts = print_tables(acc, dec, draws, what)

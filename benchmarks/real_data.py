@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -58,6 +59,9 @@ from powertrain.errors import DataError, NoFeasibleModeError
 from powertrain.metrics import excess_power, time_penalty_pct
 from powertrain.predictor import Predictor
 from powertrain.predictor.predictor import MONOTONE_CHOICES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 
 KS = (5, 10, 20)
 #: how a pick's power is judged against the cap: (guard, margin in predicted sigmas).
@@ -306,8 +310,7 @@ def _main(argv=None) -> dict:
     monotone = MONOTONE_CHOICES[args.monotone]
     warnings.filterwarnings("ignore")
     if args.show:
-        with open(args.show) as f:
-            out = json.load(f)
+        out = results_file.load(args.show)
         report(out)
         return out
     t0 = time.time()
@@ -350,8 +353,7 @@ def _main(argv=None) -> dict:
     }
     report(out)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=float)
+        results_file.write(args.json, out)
     return out
 
 

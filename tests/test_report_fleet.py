@@ -386,7 +386,16 @@ def test_index_says_when_a_cap_is_above_every_mode_and_flags_over_cap_picks():
         ],
     }  # fmt: skip
     page = index_page(spec, [summary])
-    assert "0.400 W over on the twin" in page and "1 pick(s) draw more than their cap" in page
+    assert "0.400 W over on the twin" in page
+    assert "1 predicted pick(s) draw more than their cap" in page
+    assert "W, predicted" in page and "W, measured" not in page  # none confirmed here
+    # a confirmed pick: measured within its cap, a little over in the twin's noise-free
+    # power; the page says so and does not ask to confirm it on the board
+    summary["picks"][0].update(how="confirmed", true_power_w=10.027, over_cap_w=0.027)
+    page = index_page(spec, [summary])
+    assert "confirm them on the board" not in page and "W, measured" in page
+    assert "1 confirmed pick(s) fit their cap as measured" in page and "0.0270 W" in page
+    assert "predicted by transferring a shipped reference model" not in page
     assert "no limit: every mode draws &le; 15.0 W" in page  # the 20 W cap
     assert page.count("same as under 20 W") == 1 and "same as under 40 W" in page
     assert "16,990 s" in page and "e+" not in page

@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="CSV with power_w and time_ms (per minibatch) or epoch_s (per epoch), e.g. from "
         "`predict`; another time column with --time",
     )
-    p.add_argument("--power-cap", type=float, required=True, help="watts")
+    p.add_argument("--power-cap", type=float, required=True, help="power cap in watts")
     p.add_argument(
         "--time",
         metavar="COLUMN",

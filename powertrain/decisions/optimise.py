@@ -88,8 +88,22 @@ def pareto_front(
     est: pd.DataFrame, time: str | None = None, power: str = POWER_COLUMN
 ) -> pd.DataFrame:
     """Rows not dominated in (power, time): no other row is at least as good in both and
-    better in one. Sorted by power ascending (time then falls along the front).
-    ``time`` defaults to the table's time column (``time_ms`` or ``epoch_s``)."""
+    better in one.
+
+    Parameters
+    ----------
+    est : DataFrame
+        Estimates or measurements, one row per configuration.
+    time : str, optional
+        The time column; default the table's own (``time_ms`` or ``epoch_s``).
+    power : str
+        The power column (``power_w``).
+
+    Returns
+    -------
+    DataFrame
+        The rows of the front, sorted by power ascending (time then falls along it).
+    """
     time = time or time_column(est)
     df = check_columns(est, [time, power], source="pareto_front", positive=[time, power])
     order = np.lexsort((df[time].to_numpy(), df[power].to_numpy()))
@@ -119,9 +133,35 @@ def fastest_under(
     most the hardware lets each row draw), the guarded power never exceeds it: a row
     whose limit already keeps it under the cap needs no margin, because the hardware
     guarantees what the model can only estimate. Rows measured on the board (spread 0,
-    :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement. Raises
-    :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
-    ``source`` names the table in errors (a file name).
+    :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement.
+
+    Parameters
+    ----------
+    est : DataFrame
+        Estimates (from :meth:`Predictor.predict`) or measurements.
+    power_cap_w : float
+        The power cap in watts (> 0).
+    margin_w : float
+        A fixed safety margin in watts kept below the cap.
+    k_sigma : float
+        A margin of this many predicted standard deviations of power (needs a
+        ``power_w_std`` column); 0 is the paper's plain pick.
+    time : str, optional
+        The column to minimise; default the table's time column.
+    power : str
+        The power column.
+    source : str, optional
+        Names the table in errors (a file name).
+
+    Returns
+    -------
+    Series
+        The chosen row.
+
+    Raises
+    ------
+    NoFeasibleModeError
+        When nothing fits, naming the lowest reachable power.
     """
     power_cap_w = _number("power_cap_w", power_cap_w, positive=True)
     margin_w = _number("margin_w", margin_w)

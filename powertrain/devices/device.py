@@ -56,7 +56,15 @@ def _integers(df: pd.DataFrame) -> pd.DataFrame:
 
 
 class Device:
-    """A board model from the catalog (or a user spec) and its power-mode space."""
+    """A board model from the catalog (or a user spec) and its power-mode space: every
+    mode, the profiling grid, the vendor's presets and seeded samples, as tables.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        What the package knows of the board (:func:`get_device` builds one from an id,
+        file or dict).
+    """
 
     def __init__(self, spec: DeviceSpec):
         self.spec = spec
@@ -274,7 +282,24 @@ class Device:
 
 
 def get_device(spec: SpecLike | Device) -> Device:
-    """A :class:`Device` from a catalog id (``"orin-agx"``), a spec file, a dict or a spec."""
+    """A device by catalog id, spec file, dict or spec: one way in for all of them.
+
+    Parameters
+    ----------
+    spec : str, Path, dict, DeviceSpec or Device
+        A catalog id (``"orin-agx"``, see :func:`device_names`), a registered id, a JSON
+        spec file, a dict with the spec's fields, a spec, or a device (returned as is).
+
+    Returns
+    -------
+    Device
+        The device: its power modes, profiling grid, presets and samples.
+
+    Raises
+    ------
+    SpecError
+        For an unknown id or a malformed spec, naming the field.
+    """
     if isinstance(spec, Device):
         return spec
     return Device(load_device_spec(spec))

@@ -302,6 +302,29 @@ def report(
     :data:`MAX_CASES`) is refused with an estimate of its run time. ``overwrite``
     replaces only a report this package wrote (its marker file is there), and removes
     only the files it wrote.
+
+    Parameters
+    ----------
+    spec : str, Path or FleetSpec
+        The TOML spec (devices, workloads, batch sizes, caps; examples/fleet.toml).
+    out : str or Path
+        The report folder.
+    overwrite : bool
+        Replace a finished report this package wrote.
+    scheduler : str, optional
+        A Dask scheduler address (``tcp://HOST:8786``) to run the cases on.
+    n_jobs : int, optional
+        Cases run at once here (joblib); default every core.
+    log : callable, optional
+        Told one line per case as it starts and ends.
+    max_cases : int, optional
+        The most cases a spec may have without this being raised.
+
+    Returns
+    -------
+    ReportResult
+        The folder, its index page, the cases computed now and those reused, and the
+        files written.
     """
     spec = load_spec(spec)
     if scheduler:
