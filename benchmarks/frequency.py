@@ -35,6 +35,7 @@ Rules fixed before any result:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
