@@ -109,6 +109,28 @@ def profile_one(
     clean minibatches are known to that relative standard error (at least
     :data:`MIN_SETTLED` minibatches and two power readings): a configuration is measured
     only as long as it takes (``n_minibatches`` stays the longest window).
+
+    Parameters
+    ----------
+    backend : Backend or Twin
+        The board.
+    config : mapping
+        The configuration: each of the backend's ``config_columns`` and its value.
+    n_minibatches : int
+        Clean minibatches measured (the longest window with ``settle_tol``).
+    min_power_samples : int
+        Power readings the window must hold.
+    max_settle_s : float
+        The longest wait for power to settle after the mode change, in seconds.
+    window, rel_tol : int, float
+        Power has settled when ``window`` readings agree within ``rel_tol``.
+    settle_tol : float
+        The relative standard error at which the window may end early (0: never).
+
+    Returns
+    -------
+    tuple of (dict, DataFrame, DataFrame)
+        The summary row, the per-minibatch log and the power log.
     """
     backend = as_backend(backend)
     if int(n_minibatches) < 1:

@@ -46,7 +46,19 @@ class ReportError(PowerTrainError, RuntimeError):
 
 @dataclass
 class ReportResult:
-    """What :func:`report` did: the folder, the cases computed now and those reused."""
+    """What :func:`report` did: the folder, the cases computed now and those reused.
+
+    Parameters
+    ----------
+    out : Path
+        The report folder.
+    index : Path
+        Its ``index.html``.
+    computed, reused : list of str
+        Case ids run now, and those an interrupted run had finished.
+    files : list of Path
+        Every file written.
+    """
 
     out: Path
     index: Path
