@@ -461,3 +461,40 @@ def test_atomic_writes_take_any_valid_name_and_errors_name_the_path_given(tmp_pa
     with pytest.raises(FileNotFoundError) as e:
         atomic_write(missing, "x")
     assert e.value.filename == str(missing) and ".tmp" not in str(e.value)
+
+
+def test_replace_dir_puts_a_new_folder_in_place_and_never_deletes_through_a_link(tmp_path):
+    from powertrain.utils.files import replace_dir
+
+    new, path = tmp_path / ".new", tmp_path / "case"
+    new.mkdir()
+    (new / "a.csv").write_text("new")
+    replace_dir(new, path)  # nothing there yet
+    assert (path / "a.csv").read_text() == "new" and not new.exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("keep")
+    link = tmp_path / "linked"
+    link.symlink_to(elsewhere)
+    new.mkdir()
+    replace_dir(new, link)  # the link is replaced, what it pointed to is kept
+    assert not link.is_symlink() and link.is_dir()
+    assert (elsewhere / "keep.csv").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case", "elsewhere", "linked"]
+
+
+def test_an_error_about_another_file_keeps_its_name(tmp_path):
+    from powertrain.utils.files import atomic_open
+
+    path = tmp_path / "out.csv"
+    with pytest.raises(OSError) as e:
+        with atomic_open(path) as f:
+            f.write("x")
+            raise FileNotFoundError(2, "No such file or directory", "/some/input.csv")
+    assert e.value.filename == "/some/input.csv" and not path.exists()
+    missing = tmp_path / "no" / "out.csv"
+    with pytest.raises(FileNotFoundError) as e2:
+        with atomic_open(missing):
+            pass
+    assert e2.value.strerror == "No such file or directory"
+    assert e2.value.filename == str(missing)
