@@ -498,3 +498,28 @@ def test_an_error_about_another_file_keeps_its_name(tmp_path):
             pass
     assert e2.value.strerror == "No such file or directory"
     assert e2.value.filename == str(missing)
+
+
+def test_disk_reason_and_put():
+    import errno
+
+    from powertrain.utils.files import disk_reason
+
+    assert disk_reason(OSError(errno.ENOSPC, "No space left on device")) == "the disk is full"
+    assert disk_reason(OSError(errno.EIO, "Input/output error")) == "Input/output error"
+    assert disk_reason(OSError("no errno")) == "OSError"  # never a made-up reason
+
+
+def test_put_writes_inside_its_folder_only(tmp_path):
+    from powertrain.errors import DataError
+    from powertrain.utils.files import put
+
+    folder, outside = tmp_path / "report", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    assert put(folder, "index.html", "<p>") == folder / "index.html"
+    assert (folder / "index.html").read_text() == "<p>"
+    (folder / "cases").symlink_to(outside)
+    with pytest.raises(DataError, match="leads out of the folder"):
+        put(folder, "cases/a.csv", "x")
+    assert list(outside.iterdir()) == []
