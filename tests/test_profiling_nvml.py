@@ -887,3 +887,63 @@ def test_memory_clocks_on_a_gpu_with_one_are_refused_not_dropped(tmp_path, monke
     argv = _cli(tmp_path, "--out", str(out), "--allow-clocks", "--mem-clocks", "1593")
     assert main(argv) == 1 and not out.exists()
     assert "one memory clock (2619 MHz)" in capsys.readouterr().err
+
+
+# -- the limit to restore from an output's sidecar (a rerun of the same output) ----------
+def _sidecar_run(tmp_path, recorded: dict, limit_mw: int = 150_000, **kw):
+    """A run that finds the GPU at ``limit_mw`` and the sidecar ``recorded``; the GPU's
+    (limit in mW, setters called) after close, and the warnings."""
+    gpu = FakeNvml(setters=kw.get("allow_power_limit", True))
+    gpu.limit_mw = limit_mw
+    b = backend(tmp_path, gpu, handle_signals=False, **{"allow_power_limit": True, **kw})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        b.adopt_recorded(recorded)
+    b.close()
+    return gpu.limit_mw, setters_called(gpu), [str(w.message) for w in caught]
+
+
+def test_a_sidecar_names_the_limit_to_restore_when_no_state_file_does(tmp_path):
+    limit, sets, said = _sidecar_run(
+        tmp_path, {"power_limit_changed": True, "power_limit_w": 450.0}
+    )
+    assert limit == START_MW and sets == ["nvmlDeviceSetPowerManagementLimit"]
+    assert len(said) == 1 and "is 150 W, but the run that started this output found 450" in said[0]
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        {"power_limit_changed": False, "power_limit_w": 450.0},  # that run changed nothing
+        {"power_limit_w": 450.0},
+        {"power_limit_changed": True, "power_limit_w": True},  # not a number
+        {"power_limit_changed": True, "power_limit_w": "450"},
+        {"power_limit_changed": True},
+        {"power_limit_changed": True, "power_limit_w": 150.5},  # within 0.5 W: the same
+    ],
+)
+def test_a_sidecar_that_names_no_other_limit_changes_nothing(tmp_path, recorded):
+    limit, sets, said = _sidecar_run(tmp_path, recorded)
+    assert limit == 150_000 and sets == [] and said == []
+
+
+def test_a_read_only_run_takes_no_limit_from_a_sidecar(tmp_path):
+    recorded = {"power_limit_changed": True, "power_limit_w": 450.0}
+    limit, sets, said = _sidecar_run(tmp_path, recorded, allow_power_limit=False)
+    assert limit == 150_000 and sets == [] and said == []  # FakeNvml() refuses any setter
+
+
+def test_an_adopted_state_keeps_its_gpu_and_unlocks_the_memory_clock(tmp_path):
+    gpu = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    b = backend(tmp_path, gpu, allow_clocks=True, handle_signals=False)
+    b.configure({"mem_mhz": 1593, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    killed(b)
+    (state,) = (tmp_path / "state").glob("gpu-*.json")
+    left = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    left.mem_lock, left.sm_lock = 1593, 990
+    with pytest.warns(RuntimeWarning, match=r"power limit now 450 W, originally unchanged.*"
+                      r"SM True, memory True"):  # fmt: skip
+        b2 = backend(tmp_path, left, allow_power_limit=True, handle_signals=False)
+    assert json.loads(state.read_text())["gpu"] == "0 (NVIDIA H100 80GB HBM3)"
+    b2.close()
+    assert (left.mem_lock, left.sm_lock) == (None, None) and left.sets == []

@@ -461,3 +461,65 @@ def test_atomic_writes_take_any_valid_name_and_errors_name_the_path_given(tmp_pa
     with pytest.raises(FileNotFoundError) as e:
         atomic_write(missing, "x")
     assert e.value.filename == str(missing) and ".tmp" not in str(e.value)
+
+
+def test_replace_dir_puts_a_new_folder_in_place_and_never_deletes_through_a_link(tmp_path):
+    from powertrain.utils.files import replace_dir
+
+    new, path = tmp_path / ".new", tmp_path / "case"
+    new.mkdir()
+    (new / "a.csv").write_text("new")
+    replace_dir(new, path)  # nothing there yet
+    assert (path / "a.csv").read_text() == "new" and not new.exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("keep")
+    link = tmp_path / "linked"
+    link.symlink_to(elsewhere)
+    new.mkdir()
+    replace_dir(new, link)  # the link is replaced, what it pointed to is kept
+    assert not link.is_symlink() and link.is_dir()
+    assert (elsewhere / "keep.csv").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case", "elsewhere", "linked"]
+
+
+def test_an_error_about_another_file_keeps_its_name(tmp_path):
+    from powertrain.utils.files import atomic_open
+
+    path = tmp_path / "out.csv"
+    with pytest.raises(OSError) as e:
+        with atomic_open(path) as f:
+            f.write("x")
+            raise FileNotFoundError(2, "No such file or directory", "/some/input.csv")
+    assert e.value.filename == "/some/input.csv" and not path.exists()
+    missing = tmp_path / "no" / "out.csv"
+    with pytest.raises(FileNotFoundError) as e2:
+        with atomic_open(missing):
+            pass
+    assert e2.value.strerror == "No such file or directory"
+    assert e2.value.filename == str(missing)
+
+
+def test_disk_reason_and_put():
+    import errno
+
+    from powertrain.utils.files import disk_reason
+
+    assert disk_reason(OSError(errno.ENOSPC, "No space left on device")) == "the disk is full"
+    assert disk_reason(OSError(errno.EIO, "Input/output error")) == "Input/output error"
+    assert disk_reason(OSError("no errno")) == "OSError"  # never a made-up reason
+
+
+def test_put_writes_inside_its_folder_only(tmp_path):
+    from powertrain.errors import DataError
+    from powertrain.utils.files import put
+
+    folder, outside = tmp_path / "report", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    assert put(folder, "index.html", "<p>") == folder / "index.html"
+    assert (folder / "index.html").read_text() == "<p>"
+    (folder / "cases").symlink_to(outside)
+    with pytest.raises(DataError, match="leads out of the folder"):
+        put(folder, "cases/a.csv", "x")
+    assert list(outside.iterdir()) == []
