@@ -64,6 +64,7 @@ from powertrain.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import optimisation  # noqa: E402  (a sibling benchmark: its baselines and scoring)
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 from decision_peers import SAMPLERS, grid_values, peer_run  # noqa: E402
 
 WORKLOADS = ("mobilenetv3", "resnet18", "yolov8n", "bert-base", "lstm")
@@ -75,6 +76,8 @@ PER_CAP_TARGET = 15
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
+#: records the --json file keeps whole: benchmarks/real_data.py prints section 4's rows
+KEEP = ("real",)
 SECTIONS = (
     "per-cap",
     "shared",
@@ -949,6 +952,15 @@ def plot(out: dict, path: str) -> None:
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"decisions.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=10)
     ap.add_argument(
@@ -1012,7 +1024,7 @@ def main(argv=None) -> dict:
     if args.merge:
         out = {}
         for part in args.merge:
-            saved = json.loads(Path(part).read_text())
+            saved = results_file.load(part)
             for key, value in saved.items():
                 if isinstance(value, list) and key in out and key not in ("caps", "workloads"):
                     out[key] = out[key] + value
@@ -1022,10 +1034,10 @@ def main(argv=None) -> dict:
             decided = sorted({r["cap_w"] for r in out.get("per_cap", [])})
             out["baselines"] = saved_baselines(args.baselines_from, np.array(decided))
         if args.json:
-            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+            results_file.write(args.json, out, keep=KEEP)
         args.show = args.json
     if args.show:
-        out = json.loads(Path(args.show).read_text())
+        out = results_file.load(args.show)
         report(out)
         if args.png:
             plot(out, args.png)
@@ -1037,7 +1049,7 @@ def main(argv=None) -> dict:
 
     def save() -> None:
         if args.json:
-            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+            results_file.write(args.json, out, keep=KEEP)
 
     if "per-cap" in args.sections:
 
@@ -1077,6 +1089,13 @@ def main(argv=None) -> dict:
 
         out["real_data"] = str(Path(args.data).resolve()) if args.data else "datasets/real"
         out["real"] = real_traces(ids, partial=partial_real, folder=args.data).to_dict("records")
+        if not out["real"]:  # never an empty table that looks like a result
+            raise DataError(
+                f"--data {args.data or 'datasets/real'}: no corpus section 4 can decide on: it "
+                "needs per-epoch corpora (epoch_s) with an r vector (r_{workload}.csv), as "
+                "tools/import_zeus.py writes; clock sweeps (Perseus) are for "
+                "benchmarks/frequency.py"
+            )
         save()
     if "schedule" in args.sections:
         if not shared_first:  # the schedule follows a shared decision: make one

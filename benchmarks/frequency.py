@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -47,6 +48,9 @@ from powertrain.data.real_data import load_real_corpus, real_corpus_names, real_
 from powertrain.errors import DataError
 from powertrain.predictor import Predictor
 from powertrain.predictor.clock import ClockTransfer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 
 REFERENCE = "gpt3-175b-stage0-forward"
 KS = (3, 5, 10)
@@ -401,6 +405,15 @@ def print_tables(acc: list, dec: list, draws: int, what: str = "") -> list[dict]
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"frequency.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--ks", type=int, nargs="+", default=list(KS), help="samples per target")
@@ -415,8 +428,7 @@ def main(argv=None) -> dict:
     draws = 2 if args.quick else args.draws
     ks = (3, 5) if args.quick else tuple(args.ks)
     if args.show:
-        with open(args.show) as f:
-            saved = json.load(f)
+        saved = results_file.load(args.show)
         print_tables(saved["accuracy"], saved["decisions"], saved["draws"], saved.get("data", ""))
         return saved
     folder = Path(args.data) if args.data else default_folder()
@@ -431,13 +443,9 @@ def main(argv=None) -> dict:
     def dump(acc, dec, done=False):
         if args.json:
             out = {"reference": reference, "data": what, "draws": draws, "ks": list(ks)}
-            with open(args.json, "w") as f:
-                json.dump(
-                    {**out, "complete": done, "accuracy": acc, "decisions": dec},
-                    f,
-                    indent=1,
-                    default=float,
-                )
+            results_file.write(
+                args.json, {**out, "complete": done, "accuracy": acc, "decisions": dec}
+            )
 
     acc, dec = run(draws, ks, targets, partial=dump, folder=folder, reference=reference)
     verdicts = print_tables(acc, dec, draws, what)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -58,6 +59,9 @@ from powertrain.errors import DataError, NoFeasibleModeError
 from powertrain.metrics import excess_power, time_penalty_pct
 from powertrain.predictor import Predictor
 from powertrain.predictor.predictor import MONOTONE_CHOICES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402  (summaries in --json, the records in detail/)
 
 KS = (5, 10, 20)
 #: how a pick's power is judged against the cap: (guard, margin in predicted sigmas).
@@ -278,6 +282,15 @@ def decisions(corpus: Corpus, ref: Predictor, draws: int, folder) -> list[dict]:
 
 
 def main(argv=None) -> dict:
+    """The benchmark; a bad input (a ``--data`` folder, a saved file) ends it with one
+    line naming it, not a traceback."""
+    try:
+        return _main(argv)
+    except (DataError, OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"real_data.py: error: {e}") from None
+
+
+def _main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--data", help="a folder of real corpora (default: the package's datasets/real)"
@@ -297,8 +310,7 @@ def main(argv=None) -> dict:
     monotone = MONOTONE_CHOICES[args.monotone]
     warnings.filterwarnings("ignore")
     if args.show:
-        with open(args.show) as f:
-            out = json.load(f)
+        out = results_file.load(args.show)
         report(out)
         return out
     t0 = time.time()
@@ -306,7 +318,7 @@ def main(argv=None) -> dict:
     folder = args.data or real_folder()
     found = discover(folder)
     if not found:
-        raise SystemExit(f"no real corpora in {folder}")
+        raise DataError(f"--data {folder}: no real corpora there")
     devices = sorted(found)[:1] if args.quick else sorted(found)
     print(f"corpora in {folder}: " + "; ".join(f"{d}: {len(found[d])} workloads" for d in devices))
     acc, dec = [], []
@@ -341,8 +353,7 @@ def main(argv=None) -> dict:
     }
     report(out)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=float)
+        results_file.write(args.json, out)
     return out
 
 

@@ -18,12 +18,12 @@ it checks the measurement itself, on real NVML:
 * **the card**: the clock the GPU ran at, and each workload's throughput and energy per
   sample by batch size (the batch-size axis a PowerTrain user tunes).
 
-Three loans: the ``average`` runs came from the first, the ``instant`` runs without a
-suffix from the second, which ran out of time (its ResNet-18 runs hold 16, 20 and 8 of
-the 24 configurations); the ``-l3`` runs from a third, one call that measured ResNet-18's
-four instantaneous-power runs complete (fixed and settled, seeds 0 and 1) and the
-decoder's settled s1. A pair labelled ``loan 3`` compares runs of that one loan; ``loans
-3/2`` compares a third-loan run with a second-loan one.
+Three sessions on the card: the ``average`` runs came from the first, the ``instant``
+runs without a suffix from the second, which ran out of time (its ResNet-18 runs hold
+16, 20 and 8 of the 24 configurations); the ``-l3`` runs from a third, one call that
+measured ResNet-18's four instantaneous-power runs complete (fixed and settled, seeds 0
+and 1) and the decoder's settled s1. A pair labelled ``session 3`` compares runs of that
+one session; ``sessions 3/2`` compares a third-session run with a second-session one.
 
 Figures are median / Q3 of |relative difference| over the configurations both runs
 measured; a run cut short by its time budget measured fewer (``n``).
@@ -49,15 +49,15 @@ PAIRS = (
     ("repeat (fixed s0 vs fixed s1)", "fixed-s0", "fixed-s1"),
     ("settled s0 vs fixed s0", "settled-s0", "fixed-s0"),
     ("settled s0 vs fixed s1", "settled-s0", "fixed-s1"),
-    ("loan 3: repeat (fixed s0 vs fixed s1)", "fixed-s0-l3", "fixed-s1-l3"),
-    ("loan 3: settled s0 vs fixed s0", "settled-s0-l3", "fixed-s0-l3"),
-    ("loan 3: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1-l3"),
-    ("loan 3: settled s0 vs settled s1", "settled-s0-l3", "settled-s1-l3"),
-    ("loans 3/2: fixed s0 vs fixed s0", "fixed-s0-l3", "fixed-s0"),
-    ("loans 3/2: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1"),
+    ("session 3: repeat (fixed s0 vs fixed s1)", "fixed-s0-l3", "fixed-s1-l3"),
+    ("session 3: settled s0 vs fixed s0", "settled-s0-l3", "fixed-s0-l3"),
+    ("session 3: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1-l3"),
+    ("session 3: settled s0 vs settled s1", "settled-s0-l3", "settled-s1-l3"),
+    ("sessions 3/2: fixed s0 vs fixed s0", "fixed-s0-l3", "fixed-s0"),
+    ("sessions 3/2: settled s1 vs fixed s1", "settled-s1-l3", "fixed-s1"),
 )
 #: the runs of the card table (instant power, fixed protocol), the first pair that holds
-#: a workload: the third loan's complete ResNet-18 runs, else the second loan's
+#: a workload: the third session's complete ResNet-18 runs, else the second session's
 CARD_RUNS = (
     ("instant-fixed-s0-l3", "instant-fixed-s1-l3"),
     ("instant-fixed-s0", "instant-fixed-s1"),

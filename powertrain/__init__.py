@@ -22,6 +22,8 @@ from .errors import (
 #: scikit-learn take seconds to import, and `powertrain select --help`, `powertrain
 #: devices` or the profiler on a bare board should start at once.
 _LAZY = {
+    "apply": "backends.jetson.apply",
+    "find_preset": "devices.presets",
     "load_r": "data.batch_efficiency",
     "r_vector": "data.batch_efficiency",
     "Decision": "decisions.decide",
@@ -54,6 +56,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # what type checkers and documentation tools see
     from . import report
+    from .backends.jetson.apply import apply
     from .data.batch_efficiency import load_r, r_vector
     from .decisions.cap_following import CapController, CapSchedule, follow
     from .decisions.decide import Decision, decide
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # what type checkers and documentation tools see
     from .decisions.selection import select, time_to_accuracy
     from .decisions.tuner import Tuner
     from .devices.device import Device, get_device
+    from .devices.presets import find_preset
     from .devices.specs import (
         DeviceSpec,
         WorkloadSpec,
@@ -113,9 +117,11 @@ __all__ = [
     "Twin",
     "WorkloadSpec",
     "__version__",
+    "apply",
     "decide",
     "device_names",
     "fastest_under",
+    "find_preset",
     "follow",
     "get_device",
     "get_workload",

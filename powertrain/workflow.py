@@ -26,7 +26,35 @@ from .metrics import time_penalty_pct
 
 @dataclass
 class CaseRun:
-    """What :func:`run_case` did and found, as tables."""
+    """What :func:`run_case` did and found, as tables.
+
+    Parameters
+    ----------
+    device : Device
+        The device.
+    workload : str
+        The workload's name.
+    batch_size : int or list of int
+        One, or several predicted jointly (given samples).
+    reference : str
+        The reference transferred from.
+    samples : DataFrame
+        Every profiled mode (random, then refined).
+    model : Predictor
+        The transferred model.
+    estimates : DataFrame
+        Every mode of ``modes``, predicted.
+    front : DataFrame
+        The predicted Pareto front.
+    picks : DataFrame
+        One row per power cap (see :func:`pick_per_cap`).
+    truth : DataFrame, optional
+        The twin's expected values, same rows.
+    notes : list of str
+        Warnings raised by the transfer.
+    seconds : dict
+        Wall time of each step.
+    """
 
     device: Device
     workload: str
@@ -174,6 +202,44 @@ def run_case(
 
     Time and power columns are the model's targets, so a per-epoch GPU model works the
     same way as a per-minibatch Jetson one (the twin steps need a twin of the device).
+
+    Parameters
+    ----------
+    device : str or Device
+        The device (catalog id, spec file or device).
+    workload : str
+        The workload (catalog name or spec file).
+    batch_size : int or sequence of int, optional
+        The batch size(s) to predict; default the workload's.
+    reference : str, Path or Predictor, optional
+        The model to transfer from; default :func:`best_reference`.
+    samples : DataFrame, optional
+        Measured samples; default ``n_samples - refine`` random modes on the twin.
+    n_samples, refine : int
+        Modes profiled on the twin in all, and how many of them refined.
+    refine_range : (float, float), optional
+        The watts the refined modes are chosen across.
+    modes : DataFrame, optional
+        The modes to predict; default every power mode of the device.
+    power_caps : sequence of float
+        The caps to pick under.
+    k_sigma : float
+        The power margin of each pick, in predicted standard deviations.
+    observed : bool
+        Profiled modes keep their measured values.
+    truth : bool
+        Score each pick with the twin's expected values.
+    seed, random_state : int
+        The twin's seed; the transfer's.
+    transfer_params : dict, optional
+        Passed on to :meth:`Predictor.transfer`.
+    progress : bool, optional
+        Progress bars.
+
+    Returns
+    -------
+    CaseRun
+        Samples, model, estimates, front and picks, as tables.
     """
     from .decisions.refine import refine_modes, with_observed
     from .devices.workloads import get_workload

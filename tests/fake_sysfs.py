@@ -60,6 +60,11 @@ class FakeBoard:
     #: path suffixes whose writes fail with EINVAL (a setting the board refuses)
     refuse: set[str] = field(default_factory=set)
     writes: list[tuple[str, str]] = field(default_factory=list)
+    #: CPUs the tree has, and the hwmon folder of its INA3221 at 0x40
+    n_cpus: int = 12
+    rail_dir: str = "1-0040/hwmon/hwmon3"
+    #: True: channel 1 is the module input (VDD_IN, the Orin Nano/NX), the sum of the rest
+    input_rail: bool = False
 
     # -- the fake kernel ------------------------------------------------------------
     def kernel(self, path: Path, value: str) -> None:
@@ -119,15 +124,16 @@ class FakeBoard:
         return out
 
     def _update_rails(self) -> None:
-        online = 1 + sum(int(self.read(f"{CPU_DIR}/cpu{n}/online")) for n in range(1, 12))
+        online = 1 + sum(int(self.read(f"{CPU_DIR}/cpu{n}/online")) for n in range(1, self.n_cpus))
         cpu = int(self.read(f"{CPU_DIR}/cpu0/cpufreq/scaling_max_freq")) / 1e6  # GHz
         gpu = int(self.read(f"{GPU_DIR}/max_freq")) / 1e9
-        rails = {"hwmon3": {1: 2.0 + 20.0 * gpu, 2: 1.0 + 0.8 * online * cpu, 3: 4.0}}
-        for hw, chans in rails.items():
-            for n, watts in chans.items():
-                d = self.root / "sys/bus/i2c/drivers/ina3221/1-0040/hwmon" / hw
-                mv = int((d / f"in{n}_input").read_text())
-                _w(d / f"curr{n}_input", int(watts * 1e6 / mv))
+        chans = {1: 2.0 + 20.0 * gpu, 2: 1.0 + 0.8 * online * cpu, 3: 4.0}
+        if self.input_rail:  # VDD_IN, VDD_CPU_GPU_CV, VDD_SOC
+            chans = {1: chans[1] + chans[2] + 1.0, 2: chans[1] + chans[2] - 2.0, 3: 1.0}
+        for n, watts in chans.items():
+            d = self.root / "sys/bus/i2c/drivers/ina3221" / self.rail_dir
+            mv = int((d / f"in{n}_input").read_text())
+            _w(d / f"curr{n}_input", int(watts * 1e6 / mv))
 
 
 def make_orin(
@@ -213,3 +219,100 @@ def make_nano_iio(root: Path) -> Path:
         _w(d / f"rail_name_{n}", name)
         _w(d / f"in_power{n}_input", mw)
     return d
+
+
+#: what a Super image's GPU table reads when the boot firmware lacks its Super part
+CAPPED_GPU_HZ = [306000000, 408000000, 510000000, 612000000, 624750000]
+
+
+def fake_conf(device: str, image: str | None = None) -> str:
+    """An nvpmodel conf for ``device`` in the files' syntax: PARAM sections naming the
+    clocks the blocks use, each catalog preset as a POWER_MODEL, the default mode."""
+    from powertrain.backends.jetson.nvpmodel import cpu_params, write_block
+    from powertrain.devices.presets import nvpmodel_info
+
+    dev = get_device(device)
+    lines = ["< PARAM TYPE=FILE NAME=CPU_ONLINE >"]
+    lines += [f"CORE_{i} /sys/devices/system/cpu/cpu{i}/online" for i in range(dev.spec.cores)]
+    lines += ["", "< PARAM TYPE=FILE NAME=TPC_POWER_GATING >", "TPC_PG_MASK /sys/x/tpc_pg_mask"]
+    for p in [*cpu_params(dev, dev.spec.cores), "GPU", "EMC"]:
+        lines += [
+            "",
+            f"< PARAM TYPE=CLOCK NAME={p} >",
+            "MAX_FREQ /sys/x/max",
+            "MIN_FREQ /sys/x/min",
+        ]
+    blocks = [
+        write_block(dev, p, int(p["nvpmodel_id"]), str(p["name"]), pin=False)
+        for p in dev.spec.presets
+    ]
+    info = nvpmodel_info(dev)
+    default = {p["name"]: p["nvpmodel_id"] for p in dev.spec.presets}[info["default_preset"]]
+    return "\n".join([*lines, "", *blocks, f"< PM_CONFIG DEFAULT={default} >", ""])
+
+
+def make_p3767(root: Path, device: str, capped: bool = False, conf: bool = True) -> FakeBoard:
+    """An Orin Nano / Orin NX (P3767) tree for catalog ``device``: its cores, its CPU, GPU
+    and EMC tables, VDD_IN/VDD_CPU_GPU_CV/VDD_SOC rails, the device tree's model and
+    compatible strings, and ``/etc/nvpmodel.conf`` linked to the image's file (written
+    from the catalog presets). ``capped``: a Super image whose boot firmware still caps
+    the GPU table at 624.75 MHz."""
+    from powertrain.devices.presets import nvpmodel_info
+
+    spec = get_device(device).spec
+    cpu_khz = [round(f * 1000) for f in spec.cpu_mhz]
+    gpu_hz = CAPPED_GPU_HZ if capped else [round(f * 1e6) for f in spec.gpu_mhz]
+    emc_hz = [round(f * 1e6) for f in spec.mem_mhz]
+    board = FakeBoard(
+        root,
+        gpu_hz,
+        cpu_khz,
+        emc_hz,
+        n_cpus=spec.cores,
+        rail_dir="1-0040/hwmon/hwmon1",
+        input_rail=True,
+    )
+    (root / CPU_DIR / "cpu0").mkdir(parents=True, exist_ok=True)
+    for n in range(1, spec.cores):
+        _w(root / CPU_DIR / f"cpu{n}/online", 1)
+    for n in (0, 4):
+        d = root / CPU_DIR / f"cpu{n}/cpufreq"
+        _w(d / "scaling_available_frequencies", " ".join(map(str, cpu_khz)) + " ")
+        _w(d / "scaling_min_freq", 729600)
+        _w(d / "scaling_max_freq", cpu_khz[-1])
+        _w(d / "scaling_governor", "schedutil")
+    g = root / GPU_DIR
+    _w(g / "available_frequencies", " ".join(map(str, gpu_hz)))
+    _w(g / "min_freq", gpu_hz[0])
+    _w(g / "max_freq", gpu_hz[-1])
+    _w(g / "governor", "nvhost_podgov")
+    e = root / EMC_DIR
+    _w(e / "rate", emc_hz[-1])
+    _w(e / "mrq_rate_locked", 0)
+    _w(e / "state", 0)
+    for hz in emc_hz:
+        (root / EMC_TABLE_DIR / str(hz // 1000)).mkdir(parents=True, exist_ok=True)
+    d = root / "sys/bus/i2c/drivers/ina3221" / board.rail_dir
+    for n, name in enumerate(("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), start=1):
+        _w(d / f"in{n}_label", name)
+        _w(d / f"in{n}_input", 5000)
+        _w(d / f"curr{n}_input", 500)
+    _w(root / FAN, 80)
+    compatible = spec.extra["board"]["compatible"]
+    dt = root / "proc/device-tree"
+    dt.mkdir(parents=True, exist_ok=True)
+    (dt / "model").write_bytes(f"NVIDIA {spec.extra['board']['module']}\0".encode())
+    (dt / "compatible").write_bytes(
+        f"nvidia,p3768-0000+{compatible[0][7:]}\0{compatible[0]}\0nvidia,tegra234\0".encode()
+    )
+    _w(root / "etc/nv_tegra_release", "# R36 (release), REVISION: 4.3, fake")
+    if conf:
+        info = nvpmodel_info(spec)
+        target = root / "etc/nvpmodel" / info["conf"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(fake_conf(device))
+        (root / "etc/nvpmodel.conf").symlink_to(target)
+        default = {p["name"]: p["nvpmodel_id"] for p in spec.presets}[info["default_preset"]]
+        _w(root / "var/lib/nvpmodel/status", f"pmode:{default:04d} fmode:fanNull")
+    board._update_rails()
+    return board

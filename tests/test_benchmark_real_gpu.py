@@ -29,8 +29,8 @@ def test_the_stored_h200_runs_are_compared_pairwise_and_the_text_says_what_was_r
         sizes = [r["batch_size"] for r in card if r["workload"] == wl]
         assert sizes == list(HANDS_OFF_BATCH_SIZES[wl])  # every batch size of the grid
     # the card table reads the first CARD_RUNS pair that holds the workload: the third
-    # loan's complete ResNet-18 runs; the decoder, which that loan ran settled only,
-    # from the second loan's fixed runs
+    # session's complete ResNet-18 runs; the decoder, which that session ran settled only,
+    # from the second session's fixed runs
     read = {c["workload"]: c["runs"] for c in json.loads(out.read_text())["clocks"]}
     assert read["resnet18"] == " + ".join(real_gpu.CARD_RUNS[0])
     assert read["gpt-small"] == " + ".join(real_gpu.CARD_RUNS[1])

@@ -10,7 +10,9 @@ def test_devices_lists_mode_counts(capsys):
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     assert "orin-agx" in out and "18,096" in out and "29,232" in out and "1,800" in out
-    assert "v100               7  power_limit_w 7 (100-250)  presets: none" in out
+    assert f"{'v100':<20} {7:>7,}  power_limit_w 7 (100-250)  presets: none" in out
+    assert "orin-nano-4gb-super    4,224" in out  # the longest id still lines up
+    assert "clock caps, not power budgets" in out
 
 
 def test_modes_grid_to_csv(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 import powertrain as pt
 from powertrain.backends import TwinBackend
+from powertrain.decisions.cap_following import CapController
 from powertrain.decisions.decide import CapPick, contest, is_stable
 
 TOL = 0.005
@@ -94,3 +95,33 @@ def test_follow_applies_the_pick_again_after_the_controller_measured_on_the_boar
     assert applied == [other, pick, other, pick]
     assert out.minibatches == 40 and out.segments.power_cap_w.tolist() == [40.0, 20.0]
     assert out.profiled == 4 and out.profiling_s == 60.0
+
+
+def test_follow_keeps_k_sigma_below_the_cap_when_nothing_measured_fits():
+    """Nothing measured fits under 30 W: the fastest unmeasured configuration predicted
+    at 29 +- 2 W is not applied (29 + 1 x 2 > 30); the one at 25 +- 1 W is."""
+    twin = pt.Twin("orin-agx", "mobilenetv3", seed=0)
+    grid = twin.device.profiling_grid()
+    keys = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+    est = (
+        grid.iloc[:3][keys]
+        .reset_index(drop=True)
+        .assign(
+            batch_size=16,
+            cost=[1.0, 2.0, 0.5],
+            power_w=[29.0, 25.0, 40.0],
+            power_w_std=[2.0, 1.0, 0.0],
+            measured=[False, False, True],  # the measured one is over the cap
+        )
+    )
+    ctrl = CapController(est, [*keys, "batch_size"])  # k_sigma 1 by default
+    board = TwinBackend(twin)
+    applied = []
+    original = board.configure
+    board.configure = lambda c: (applied.append(dict(c)), original(c))[1]
+    out = pt.follow(board, ctrl, pt.CapSchedule([(0, 30.0)]), minibatches=3)
+    safe = {**est.iloc[1][[*keys, "batch_size"]].to_dict()}
+    assert applied == [safe] and out.segments.measured.tolist() == [False]
+    pick = ctrl.config_for(30.0)
+    assert pick.power_w == 25.0 and "25.0 W + 1 sigma" in pick.reason
+    assert ctrl.config_for(31.0).power_w == 29.0  # 29 + 2 fits 31

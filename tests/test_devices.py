@@ -15,6 +15,11 @@ EXPECTED_MODES = {
     "orin-nano": 1800,
     "nano": 5040,
     "tx2-nx": 4680,
+    # the Super images (JetPack 6.2+): cores x CPU x GPU x memory
+    "orin-nano-super": 6 * 22 * 8 * 4,
+    "orin-nano-4gb-super": 6 * 22 * 8 * 4,
+    "orin-nx-8gb-super": 6 * 26 * 10 * 4,
+    "orin-nx-16gb-super": 8 * 26 * 10 * 4,
 }
 
 
@@ -22,7 +27,7 @@ EXPECTED_MODES = {
 GPU_MODES = {"v100": 7, "a40": 9}
 
 
-def test_catalog_lists_the_five_jetsons_and_two_gpus():
+def test_catalog_lists_the_jetsons_and_two_gpus():
     assert set(pt.device_names()) == set(EXPECTED_MODES) | set(GPU_MODES)
 
 
@@ -280,3 +285,24 @@ def test_a_space_too_big_for_one_table_is_refused_by_size_and_iterated_in_chunks
 def test_a_sample_names_a_bad_size_or_seed(n, seed, match):
     with pytest.raises(pt.DataError, match=match):
         pt.get_device("orin-nano").sample(n, seed=seed)
+
+
+def test_a_device_id_registered_again_with_another_spec_warns():
+    import warnings
+
+    from powertrain.devices.specs import load_device_spec, register_device, unregister_device
+
+    spec = load_device_spec("orin-agx").to_dict()
+    spec["name"] = "orin-agx-twice"
+    unregister_device("orin-agx-twice")
+    try:
+        register_device(spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            register_device(dict(spec))  # the same spec again: a no-op, silent
+        other = {**spec, "description": "another board"}
+        with pytest.warns(RuntimeWarning, match="'orin-agx-twice' was registered with another"):
+            register_device(other)
+        assert pt.get_device("orin-agx-twice").spec.description == "another board"
+    finally:
+        unregister_device("orin-agx-twice")

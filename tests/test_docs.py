@@ -37,15 +37,16 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 
 
-def run_blocks(path: Path, tmp_path: Path) -> int:
-    """Run the page's blocks in order in one namespace (in ``tmp_path``); the count run."""
+def run_blocks(path: Path, tmp_path: Path, shown: list | None = None) -> int:
+    """Run the page's blocks in order in one namespace (in ``tmp_path``); the count run.
+    The warnings a user would see (UserWarning and its kind) go into ``shown``."""
     namespace: dict = {"__name__": "__docs__"}
     ran = 0
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. extrapolation notes: the docs explain them
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # e.g. extrapolation notes: the pages explain them
             for i, block in enumerate(python_blocks(path), 1):
                 first = block.splitlines()[0] if block.strip() else ""
                 if first.startswith("# skip"):
@@ -53,6 +54,12 @@ def run_blocks(path: Path, tmp_path: Path) -> int:
                     continue
                 exec(compile(block, f"{path.name} block {i}", "exec"), namespace)
                 ran += 1
+        if shown is not None:
+            shown += [
+                f"{w.category.__name__}: {w.message}"
+                for w in caught
+                if issubclass(w.category, UserWarning)
+            ]
     finally:
         os.chdir(cwd)
     return ran
@@ -81,7 +88,10 @@ def test_no_development_log_language(page):
     ids=lambda p: p.name,
 )
 def test_every_python_block_runs_in_order(page, tmp_path):
-    assert run_blocks(page, tmp_path) >= 1 or page.name == "jetson.md"
+    shown: list[str] = []
+    assert run_blocks(page, tmp_path, shown) >= 1 or page.name == "jetson.md"
+    if page.name == "README.md":  # the quick start: a newcomer's first run warns of nothing
+        assert shown == []
 
 
 def test_skipped_blocks_say_why(tmp_path):
@@ -163,10 +173,144 @@ def test_the_site_builds_strictly(tmp_path):
         cwd=ROOT, capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr[-3000:]
-    predictor = (tmp_path / "site" / "api" / "predictor" / "index.html").read_text()
+    site = tmp_path / "site"
+    predictor = (site / "api" / "predictor.html").read_text()
     assert ":meth:" not in predictor and "<th>Name</th>" in predictor  # a parameter table
+    assert not list(site.rglob("*.py"))  # the build's hook is no page of the site
+    # opened from disk (file://), every link between pages names a file, not a folder
+    index = (site / "index.html").read_text()
+    links = re.findall(r'href="([^"#:]+)"', index)
+    assert "user-guide.html" in links
+    folders = [h for h in links if h.endswith("/") and not h.startswith("http")]
+    assert folders == []
 
 
 def test_pt_names_resolve():
     for name in pt.__all__:
         assert getattr(pt, name) is not None
+
+
+def _demo_lines(page: Path) -> list[str]:
+    """The demo's answer as a page shows it: the code block that starts with it."""
+    text = page.read_text()
+    block = re.search(r"```\n(the pick under 30 W:\n.*?)```", text, re.S)
+    assert block, f"{page.name} shows no demo answer"
+    return block.group(1).strip().splitlines()
+
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def _same_line(shown: str, printed: str) -> bool:
+    """``shown`` (``...`` for any text) matches ``printed``: the same words, and numbers
+    within 2 % (or 0.2) of each other, so a page cannot fall behind the demo."""
+    parts = shown.split("...")
+
+    def literal(part: str) -> str:  # the words as they are, each number as a group
+        bits = re.split(f"({_NUMBER.pattern})", part)
+        return "".join(
+            f"({_NUMBER.pattern})" if i % 2 else re.escape(b) for i, b in enumerate(bits)
+        )
+
+    m = re.fullmatch(".*?".join(literal(p) for p in parts), printed)
+    if not m:
+        return False
+    want = [float(x) for p in parts for x in _NUMBER.findall(p)]
+    got = [float(x) for x in m.groups()]
+    return all(abs(a - b) <= max(0.2, 0.02 * abs(a)) for a, b in zip(want, got))
+
+
+@pytest.mark.slow  # runs `powertrain demo` as the README tells a newcomer to (a minute or two)
+def test_the_demo_output_shown_in_the_docs_is_what_the_demo_prints(tmp_path, capsys):
+    from powertrain.cli import main
+
+    assert main(["demo", "-o", str(tmp_path / "demo")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index("the pick under 30 W:")
+    answer = printed[start : start + 4]
+    for page in (ROOT / "README.md", DOCS / "newcomer.md"):
+        shown = _demo_lines(page)
+        assert len(shown) == len(answer), page.name
+        for s, p in zip(shown, answer):
+            assert _same_line(s, p), f"{page.name} shows\n{s}\nthe demo printed\n{p}"
+
+
+#: public names in modules other work is reshaping now (the decision engine, `select`,
+#: the training callbacks, the NVML and Jetson backends): their sections come with it
+NUMPY_PENDING = {"decide", "Decision", "select", "time_to_accuracy"}
+NUMPY_PENDING_API = {
+    *(f"powertrain.{n}" for n in NUMPY_PENDING),
+    "powertrain.integrations.lightning.PowerTrainCallback",
+    "powertrain.integrations.transformers.PowerTrainCallback",
+    "powertrain.backends.NvmlBackend",
+    "powertrain.backends.JetsonBackend",
+}
+
+
+def _numpy_sections_missing(obj: object) -> list[str]:
+    """The numpy-style sections the API site renders that ``obj``'s docstring lacks:
+    Parameters where it takes any, Returns for a function."""
+    import inspect
+
+    doc = inspect.getdoc(obj) or ""
+    target = obj.__init__ if inspect.isclass(obj) else obj  # type: ignore[misc]
+    try:
+        params = [p for p in inspect.signature(target).parameters if p not in ("self", "cls")]
+    except (TypeError, ValueError):
+        params = []
+    if target is object.__init__:  # an abstract base: nothing to construct it with
+        params = []
+    missing = []
+    if params and "Parameters\n----------" not in doc:
+        missing.append("Parameters")
+    if not inspect.isclass(obj) and "Returns\n-------" not in doc:
+        missing.append("Returns")
+    return missing
+
+
+def test_public_names_have_parameters_and_returns_sections():
+    import inspect
+
+    missing = {}
+    for name in pt.__all__:
+        obj = getattr(pt, name)
+        if isinstance(obj, ModuleType):  # pt.report: the callable package
+            obj = obj.report
+        if name == "__version__" or (inspect.isclass(obj) and issubclass(obj, Exception)):
+            continue  # an error class is its message
+        gaps = _numpy_sections_missing(obj)
+        if gaps:
+            missing[name] = gaps
+    for method in ("fit", "transfer", "predict", "save", "load", "from_pretrained"):
+        gaps = _numpy_sections_missing(getattr(pt.Predictor, method))
+        if gaps:
+            missing[f"Predictor.{method}"] = gaps
+    assert set(missing) <= NUMPY_PENDING, {
+        k: v for k, v in missing.items() if k not in NUMPY_PENDING
+    }
+
+
+def test_the_api_pages_entries_have_parameters_and_returns_sections():
+    """Every function and class a ``:::`` entry of docs/api/ renders (a module entry:
+    each name of its ``__all__``)."""
+    import inspect
+
+    missing = {}
+    for page in (DOCS / "api").glob("*.md"):
+        for path in re.findall(r"^::: ([\w.]+)", page.read_text(), re.M):
+            obj = _resolve(path)
+            members = (
+                [(f"{path}.{n}", getattr(obj, n)) for n in getattr(obj, "__all__", [])]
+                if isinstance(obj, ModuleType)
+                else [(path, obj)]
+            )
+            for name, member in members:
+                if not callable(member) or isinstance(member, ModuleType):
+                    continue
+                if inspect.isclass(member) and issubclass(member, Exception):
+                    continue  # an error class is its message
+                gaps = _numpy_sections_missing(member)
+                if gaps:
+                    missing[name] = gaps
+    left = {k: v for k, v in missing.items() if k not in NUMPY_PENDING_API}
+    assert left == {}

@@ -50,7 +50,7 @@ def test_the_select_help_states_the_library_default_margin(capsys):
     with pytest.raises(SystemExit):
         main(["select", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert f"default: {SAFE_K_SIGMA:g} on a table with power_w_std" in text
+    assert f"default: {SAFE_K_SIGMA:g} where they have power_w_std" in text
     assert "--plain" in text
 
 

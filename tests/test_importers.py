@@ -67,3 +67,102 @@ def test_perseus_importer_takes_any_gpu_and_describes_it(tmp_path):
         "import_perseus.py", "--source", str(src), "--out", str(tmp_path / "p"), "--gpu", "h100"
     )
     assert res.returncode == 1 and "no profile of GPU(s) h100" in res.stderr
+
+
+def _tool(name: str):
+    """A tools/ script as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROFILE = "stage,instruction,frequency,time,energy\n"
+PROFILE += "".join(
+    f"{s},{p},{f},{0.1 * (2000 / f) + s / 100:.4f},{30 + f / 100:.2f}\n"
+    for s in (0, 1) for p in ("forward", "backward") for f in (1200, 1740)
+)  # fmt: skip
+
+
+def _perseus_source(tmp_path: Path, name: str = "bloom+a40_bf16.csv", text: str = PROFILE):
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "LICENSE").write_text("Apache-2.0\n")
+    (src / name).write_text(text)
+    return src
+
+
+def test_perseus_takes_a_gpu_name_with_an_underscore(tmp_path, capsys):
+    perseus = _tool("import_perseus")
+    src = _perseus_source(tmp_path, "bloom+a100_sxm_fp16.csv")
+    assert perseus.main(["--source", str(src), "--out", str(tmp_path / "o")]) == 0
+    assert real_corpus_names(tmp_path / "o") == ["a100-sxm-locked-clock_bloom"]
+    try:
+        df = load_real_corpus("a100-sxm-locked-clock_bloom", tmp_path / "o")
+        assert len(df) == 8 and set(df.device) == {"a100-sxm-locked-clock"}
+    finally:
+        unregister_device("a100-sxm-locked-clock")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace("\n1,forward,1200", "\n0.5,forward,1200"), "row 5, column 'stage'"),
+        (lambda t: t.replace(",42.00\n", ",-42.00\n", 1), "row 1, column 'energy'"),
+        (lambda t: t.replace(",42.00\n", ",inf\n", 1), "row 1, column 'energy'"),
+        (lambda t: t + "0,forward,1200,0.1,3\xe9\n", "not UTF-8 text"),
+    ],
+)
+def test_perseus_bad_values_are_one_line_and_write_nothing(tmp_path, capsys, edit, message):
+    perseus = _tool("import_perseus")
+    src = _perseus_source(tmp_path)
+    (src / "bloom+a40_bf16.csv").write_bytes(edit(PROFILE).encode("latin-1"))
+    assert perseus.main(["--source", str(src), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("tool", ["import_perseus", "import_zeus"])
+def test_importers_check_the_licence_and_the_output_before_writing(tmp_path, capsys, tool):
+    module = _tool(tool)
+    if tool == "import_perseus":
+        src = _perseus_source(tmp_path)
+    else:
+        if not ZEUS.is_dir():
+            pytest.skip(f"the Zeus traces are not at {ZEUS}")
+        src = tmp_path / "src"
+        src.mkdir()
+        for f in ("summary_train.csv", "summary_power_a40.csv", "LICENSE"):
+            shutil.copy(ZEUS / f, src / f)
+    (src / "LICENSE").unlink()
+    out = tmp_path / "o"
+    assert module.main(["--source", str(src), "--out", str(out)]) == 1
+    assert "no LICENSE file" in capsys.readouterr().err and not out.exists()
+    (src / "LICENSE").write_text("Apache-2.0\n")
+    out.write_text("a file")
+    assert module.main(["--source", str(src), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"--out {out}: cannot write it" in err and len(err.strip().splitlines()) == 1
+    assert module.main(["--source", str(tmp_path / "nowhere"), "--out", str(out)]) == 1
+    assert "no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not ZEUS.is_dir(), reason=f"the Zeus traces are not at {ZEUS}")
+@pytest.mark.parametrize("value", ["-27.1", "inf"])
+def test_zeus_negative_or_infinite_values_are_refused(tmp_path, capsys, value):
+    zeus = _tool("import_zeus")
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ("summary_train.csv", "LICENSE"):
+        shutil.copy(ZEUS / f, src / f)
+    lines = (ZEUS / "summary_power_a40.csv").read_text().splitlines()
+    lines[1] = lines[1].replace("27.130000000000003", value)
+    (src / "summary_power_a40.csv").write_text("\n".join(lines) + "\n")
+    assert zeus.main(["--source", str(src), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "row 1, column 'time_per_epoch': not a finite positive number" in err
+    assert not (tmp_path / "o").exists()

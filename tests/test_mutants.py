@@ -1,4 +1,5 @@
-"""Tests written for the mutants the mutation check found alive (docs/safety.md).
+"""Tests written for the mutants the mutation check found alive (docs/safety.md; the
+runs and their survivors: docs/method-notes.md).
 
 Why: in these modules one flipped comparison puts a pick over the cap or hides a bad
 input. Each test names the mutant it kills (mutmut's name, module.x_function__mutmut_N),

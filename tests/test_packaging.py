@@ -48,7 +48,7 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
-    subprocess.run(
+    build = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -56,15 +56,19 @@ def test_wheel_install_ships_catalog_datasets_and_models(tmp_path):
             "wheel",
             "--no-deps",
             "--no-build-isolation",
-            "-q",
+            "-v",  # the build backend's own output: its warnings
             "-w",
             str(wheels),
             str(src),
         ],
         check=True,
         capture_output=True,
+        text=True,
         cwd=tmp_path,
     )
+    said = build.stdout + build.stderr  # no deprecated license table, no unlisted data folder
+    for warning in ("SetuptoolsDeprecationWarning", "absent from the `packages`"):
+        assert warning not in said, f"the build warns: {warning}"
     wheel = next(wheels.glob("powertrain-*.whl"))
     size = wheel.stat().st_size
     assert size <= MAX_WHEEL_BYTES, f"wheel is {size / 2**20:.1f} MB (limit 5 MB)"

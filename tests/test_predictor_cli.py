@@ -127,8 +127,7 @@ def test_predict_device_checks_the_modes_csv(files, capsys):
 def test_predict_streams_in_chunks_with_file_row_numbers(files, capsys, monkeypatch):
     """A CSV larger than one chunk gives the same predictions as one piece, and an error
     in a later chunk names the row of the file, not of the chunk."""
-    from powertrain.predictor import streaming
-    from powertrain.predictor import Predictor
+    from powertrain.predictor import Predictor, streaming
 
     d = files
     assert main(["fit", str(d / "corpus.csv"), "-o", str(d / "ref3"), "--epochs", "2", "-q"]) == 0
@@ -186,3 +185,36 @@ def test_fit_and_predict_a_gpu_model_on_its_own_knobs(tmp_path, capsys):
     assert main(["predict", "-m", model, "--device", "orin-agx", "-b", "16"]) == 1
     assert "this model reads power_limit_w, batch_size" in capsys.readouterr().err
     assert main(["fit", str(corpus), "-o", model, "--targets", "epoch_s"]) == 1
+
+
+def test_predict_to_the_terminal_prints_every_chunk_once_with_one_header(
+    tmp_path, monkeypatch, capsys
+):
+    """No -o: the rows go to stdout chunk by chunk, one header, the configuration exactly
+    and the predictions to 6 significant digits (--full-precision: every digit), the
+    same numbers as the file."""
+    import io
+
+    from powertrain.predictor import streaming
+
+    monkeypatch.setattr(streaming.read_csv_chunks, "__defaults__", (5, ""))  # chunks of 5
+    grid = pt.get_device("orin-agx").profiling_grid().head(13).assign(batch_size=16)
+    modes = tmp_path / "m.csv"
+    grid.to_csv(modes, index=False)
+    argv = ["predict", "-m", "orin-agx/resnet18", str(modes)]
+    assert main([*argv, "-o", str(tmp_path / "p.csv")]) == 0
+    capsys.readouterr()
+    exact = pd.read_csv(tmp_path / "p.csv")
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.count("cores,") == 1 and len(text.strip().splitlines()) == 14
+    shown = pd.read_csv(io.StringIO(text))
+    assert list(shown.columns) == list(exact.columns)
+    for col in grid.columns:  # the configuration exactly
+        assert np.array_equal(shown[col].to_numpy(float), exact[col].to_numpy(float))
+    for col in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
+        assert np.allclose(shown[col], exact[col], rtol=1e-5, atol=0)
+        assert shown[col].map(lambda v: len(f"{v:.10g}".replace(".", "").lstrip("0"))).max() <= 6
+    assert main([*argv, "--full-precision"]) == 0
+    full = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert np.array_equal(full["time_ms"].to_numpy(), exact["time_ms"].to_numpy())

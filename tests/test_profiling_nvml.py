@@ -217,6 +217,13 @@ class Step:
             raise RuntimeError("dataloader worker hung")
 
 
+def killed(b: NvmlBackend) -> None:
+    """What SIGKILL does to a backend in this process: its sampler stops and the kernel
+    drops its lock on the GPU; nothing is restored and the state file stays."""
+    b.sampler.stop()
+    b._state_file.release()
+
+
 def backend(tmp_path, nvml=None, step=None, **kw) -> NvmlBackend:
     return NvmlBackend(
         step or Step(), nvml=nvml or FakeNvml(), sample_period_s=0.005, proc_root=tmp_path, **kw
@@ -548,7 +555,7 @@ def test_a_rerun_of_the_same_output_after_a_kill_restores_the_state_files_limit(
     b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
     profile(b, b.modes([2], power_limits_w=[150]), n_minibatches=2, out=tmp_path / "p.csv",
             progress=False)  # fmt: skip
-    b.sampler.stop()  # "killed": close never runs, the GPU stays at 150 W
+    killed(b)  # close never runs, the GPU stays at 150 W
     again = FakeNvml(setters=True)
     again.limit_mw = 150_000
     with pytest.warns(RuntimeWarning, match="did not finish"):
@@ -688,16 +695,28 @@ def test_a_failed_unlock_says_how_and_the_power_limit_is_still_restored(tmp_path
     assert len(state) == 1 and json.loads(state[0].read_text())["sm_locked"] is True  # kept
 
 
+@pytest.mark.system
 def test_a_live_run_on_the_same_gpu_is_refused(tmp_path):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text(
+        json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": 1})
+    )
+    holds = (  # a live run holds the GPU's lock
+        "import sys, time, filelock; l = filelock.FileLock(sys.argv[1]); l.acquire(); "
+        "print('held', flush=True); time.sleep(30)"
+    )
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", holds, str(state / "gpu-GPU-1234abcd-0000.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        state = tmp_path / "state"
-        state.mkdir()
-        (state / "gpu-GPU-1234abcd-0000.json").write_text(
-            json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": sleeper.pid})
-        )
-        with pytest.raises(ProfilingError, match=f"process {sleeper.pid} is changing GPU"):
+        assert sleeper.stdout is not None and sleeper.stdout.readline().strip() == "held"
+        with pytest.raises(ProfilingError, match="another run is changing this GPU now"):
             backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True)
+        with pytest.raises(ProfilingError, match="another run is changing this GPU now"):
+            backend(tmp_path, FakeNvml())  # a read-only run would measure under it too
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -746,3 +765,185 @@ def test_an_unsupported_memory_clock_is_refused(tmp_path):
         with pytest.raises(ProfilingError, match=r"mem_mhz=2000 is not a memory clock.*2619"):
             profile(b, modes, n_minibatches=2, progress=False)
     assert nvml.locks == []
+
+
+# -- the per-GPU state file: only a run that may change the GPU owns it ------------------
+def _kill_mid_sweep(tmp_path) -> Path:
+    """A run killed at 150 W with the SM clock locked at 990 MHz; its state file."""
+    b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True, allow_clocks=True,
+                handle_signals=False)  # fmt: skip
+    b.configure({"power_limit_w": 150, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    killed(b)
+    (state,) = (tmp_path / "state").glob("gpu-*.json")
+    return state
+
+
+def test_a_read_only_run_keeps_what_a_killed_run_left_to_restore(tmp_path):
+    state = _kill_mid_sweep(tmp_path)
+    left = FakeNvml()  # the GPU as the killed run left it; read-only: no setter allowed
+    left.limit_mw, left.sm_lock = 150_000, 990
+    with pytest.warns(RuntimeWarning, match="did not finish"):
+        b = backend(tmp_path, left)
+    profile(b, b.modes([2], threads=[1]), n_minibatches=2, progress=False)
+    b.close()
+    assert state.exists()  # still there for the next allowed run
+    gpu = FakeNvml(setters=True)
+    gpu.limit_mw, gpu.sm_lock = 150_000, 990
+    with pytest.warns(RuntimeWarning, match=r"originally 450 W.*SM True"):
+        b2 = backend(tmp_path, gpu, allow_power_limit=True, handle_signals=False)
+    b2.close()
+    assert (gpu.limit_mw, gpu.sm_lock) == (START_MW, None) and not state.exists()
+
+
+def test_a_recycled_pid_in_the_state_file_does_not_block(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text(
+        json.dumps({"gpu": "0", "power_limit_w": 300.0, "pid": os.getppid()})  # alive
+    )
+    with pytest.warns(RuntimeWarning, match="did not finish.*originally 300 W"):
+        b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True,
+                    handle_signals=False)  # fmt: skip
+    b.close()
+    assert not (state / "gpu-GPU-1234abcd-0000.json").exists()
+
+
+def test_the_state_file_wins_over_the_outputs_sidecar(tmp_path):
+    """After a kill the per-GPU state file names the original limit; an older sidecar of
+    the same output that recorded another limit must not replace it."""
+    _kill_mid_sweep(tmp_path)
+    gpu = FakeNvml(setters=True)
+    gpu.limit_mw = 150_000
+    with pytest.warns(RuntimeWarning, match="did not finish"):
+        b = backend(tmp_path, gpu, allow_power_limit=True, handle_signals=False)
+    b.adopt_recorded({"power_limit_changed": True, "power_limit_w": 300.0})
+    b.close()
+    assert gpu.limit_mw == START_MW
+
+
+@pytest.mark.parametrize("where", ["file", "proc", "read-only"])
+def test_a_state_folder_that_cannot_be_used_is_one_line(tmp_path, monkeypatch, where):
+    folder = {"file": tmp_path / "f", "proc": Path("/proc/powertrain"),
+              "read-only": tmp_path / "ro" / "state"}[where]  # fmt: skip
+    if where == "file":
+        folder.write_text("x")
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes to read-only folders")
+        folder.parent.mkdir()
+        folder.parent.chmod(0o500)
+    monkeypatch.setenv(STATE_DIR_ENV, str(folder))
+    nvml = FakeNvml(setters=True)
+    with pytest.raises(ProfilingError, match=rf"GPU state folder {folder}: cannot use it.*"
+                       f"{STATE_DIR_ENV}") as e:  # fmt: skip
+        backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    assert "\n" not in str(e.value) and setters_called(nvml) == [] and not nvml.up
+    backend(tmp_path, FakeNvml()).close()  # a read-only run does not need the folder
+
+
+@pytest.mark.parametrize("which", ["out", "modes", "symlink"])
+def test_spec_out_never_overwrites_the_output_or_the_modes(tmp_path, monkeypatch, capsys, which):
+    nvml = FakeNvml(setters=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    out, modes = tmp_path / "m.csv", tmp_path / "modes.csv"
+    out.write_text("measured\n")
+    modes.write_text("batch_size\n2\n")
+    spec = {"out": out, "modes": modes, "symlink": tmp_path / "link.json"}[which]
+    if which == "symlink":
+        spec.symlink_to(out)
+    argv = _cli(tmp_path, "--out", str(out), "--modes", str(modes), "--allow-clocks")
+    assert main([*argv, "--spec-out", str(spec)]) == 1
+    err = capsys.readouterr().err
+    flag = "--modes" if which == "modes" else "--out"
+    assert f"--spec-out {spec}: is the {flag} file" in err
+    assert out.read_text() == "measured\n" and modes.read_text() == "batch_size\n2\n"
+    assert nvml.calls == []  # refused before NVML was started
+
+
+def test_spec_out_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(setters=True))
+    (tmp_path / "d").mkdir()
+    argv = _cli(tmp_path, "--out", str(tmp_path / "o.csv"), "--allow-clocks")
+    assert main([*argv, "--spec-out", str(tmp_path / "d")]) == 1
+    assert f"--spec-out {tmp_path / 'd'}: is a folder" in capsys.readouterr().err
+    monkeypatch.setattr(NvmlBackend, "device_spec", lambda self: {"knobs": {}})
+    import powertrain.utils.files as files
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "atomic_write", full)
+    assert main([*argv, "--spec-out", str(tmp_path / "s.json")]) == 1
+    assert "--spec-out" in (err := capsys.readouterr().err) and "the disk is full" in err
+    assert "Traceback" not in err
+
+
+def test_memory_clocks_on_a_gpu_with_one_are_refused_not_dropped(tmp_path, monkeypatch, capsys):
+    with backend(tmp_path, FakeNvml(setters=True), allow_clocks=True) as b:
+        with pytest.raises(ProfilingError, match=r"--mem-clocks\) 1593: .*one memory clock"):
+            b.modes([2], mem_clocks_mhz=[1593], gpu_clocks_mhz=[990])
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(setters=True))
+    out = tmp_path / "o.csv"
+    argv = _cli(tmp_path, "--out", str(out), "--allow-clocks", "--mem-clocks", "1593")
+    assert main(argv) == 1 and not out.exists()
+    assert "one memory clock (2619 MHz)" in capsys.readouterr().err
+
+
+# -- the limit to restore from an output's sidecar (a rerun of the same output) ----------
+def _sidecar_run(tmp_path, recorded: dict, limit_mw: int = 150_000, **kw):
+    """A run that finds the GPU at ``limit_mw`` and the sidecar ``recorded``; the GPU's
+    (limit in mW, setters called) after close, and the warnings."""
+    gpu = FakeNvml(setters=kw.get("allow_power_limit", True))
+    gpu.limit_mw = limit_mw
+    b = backend(tmp_path, gpu, handle_signals=False, **{"allow_power_limit": True, **kw})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        b.adopt_recorded(recorded)
+    b.close()
+    return gpu.limit_mw, setters_called(gpu), [str(w.message) for w in caught]
+
+
+def test_a_sidecar_names_the_limit_to_restore_when_no_state_file_does(tmp_path):
+    limit, sets, said = _sidecar_run(
+        tmp_path, {"power_limit_changed": True, "power_limit_w": 450.0}
+    )
+    assert limit == START_MW and sets == ["nvmlDeviceSetPowerManagementLimit"]
+    assert len(said) == 1 and "is 150 W, but the run that started this output found 450" in said[0]
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        {"power_limit_changed": False, "power_limit_w": 450.0},  # that run changed nothing
+        {"power_limit_w": 450.0},
+        {"power_limit_changed": True, "power_limit_w": True},  # not a number
+        {"power_limit_changed": True, "power_limit_w": "450"},
+        {"power_limit_changed": True},
+        {"power_limit_changed": True, "power_limit_w": 150.5},  # within 0.5 W: the same
+    ],
+)
+def test_a_sidecar_that_names_no_other_limit_changes_nothing(tmp_path, recorded):
+    limit, sets, said = _sidecar_run(tmp_path, recorded)
+    assert limit == 150_000 and sets == [] and said == []
+
+
+def test_a_read_only_run_takes_no_limit_from_a_sidecar(tmp_path):
+    recorded = {"power_limit_changed": True, "power_limit_w": 450.0}
+    limit, sets, said = _sidecar_run(tmp_path, recorded, allow_power_limit=False)
+    assert limit == 150_000 and sets == [] and said == []  # FakeNvml() refuses any setter
+
+
+def test_an_adopted_state_keeps_its_gpu_and_unlocks_the_memory_clock(tmp_path):
+    gpu = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    b = backend(tmp_path, gpu, allow_clocks=True, handle_signals=False)
+    b.configure({"mem_mhz": 1593, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    killed(b)
+    (state,) = (tmp_path / "state").glob("gpu-*.json")
+    left = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    left.mem_lock, left.sm_lock = 1593, 990
+    with pytest.warns(RuntimeWarning, match=r"power limit now 450 W, originally unchanged.*"
+                      r"SM True, memory True"):  # fmt: skip
+        b2 = backend(tmp_path, left, allow_power_limit=True, handle_signals=False)
+    assert json.loads(state.read_text())["gpu"] == "0 (NVIDIA H100 80GB HBM3)"
+    b2.close()
+    assert (left.mem_lock, left.sm_lock) == (None, None) and left.sets == []

@@ -48,3 +48,14 @@ def test_with_observed_replaces_only_profiled_rows_and_zeroes_their_spread():
     assert out.time_ms.iloc[3] == 1.0 and out.power_w.iloc[7] == 4.0
     assert out.power_w_std.iloc[3] == 0.0 and out.power_w_std.iloc[4] == 1.0
     pd.testing.assert_frame_equal(out.drop(index=[3, 7]), est.drop(index=[3, 7]))
+
+
+def test_refine_on_a_duplicated_index_picks_by_position():
+    """Two tables concatenated keep their labels; the picks are the same rows as on a
+    clean index, not a TypeError."""
+    est = _est()
+    clean = pt.refine_modes(est, 6, (17, 50))
+    doubled = pd.concat([est.iloc[:200], est.iloc[200:]]).set_axis(list(range(200)) * 2, axis=0)
+    picks = pt.refine_modes(doubled, 6, (17, 50))
+    cols = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms"]
+    assert picks[cols].to_numpy().tolist() == clean[cols].to_numpy().tolist()

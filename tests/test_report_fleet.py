@@ -386,7 +386,66 @@ def test_index_says_when_a_cap_is_above_every_mode_and_flags_over_cap_picks():
         ],
     }  # fmt: skip
     page = index_page(spec, [summary])
-    assert "0.400 W over on the twin" in page and "1 pick(s) draw more than their cap" in page
+    assert "0.400 W over on the twin" in page
+    assert "1 predicted pick(s) draw more than their cap" in page
+    assert "W, predicted" in page and "W, measured" not in page  # none confirmed here
+    # a confirmed pick: measured within its cap, a little over in the twin's noise-free
+    # power; the page says so and does not ask to confirm it on the board
+    summary["picks"][0].update(how="confirmed", true_power_w=10.027, over_cap_w=0.027)
+    page = index_page(spec, [summary])
+    assert "confirm them on the board" not in page and "W, measured" in page
+    assert "1 confirmed pick(s) fit their cap as measured" in page and "0.0270 W" in page
+    assert "predicted by transferring a shipped reference model" not in page
     assert "no limit: every mode draws &le; 15.0 W" in page  # the 20 W cap
     assert page.count("same as under 20 W") == 1 and "same as under 40 W" in page
     assert "16,990 s" in page and "e+" not in page
+
+
+def _our_report(folder: Path, cases: list[str], complete: bool = True) -> None:
+    """A folder as this package leaves it: its marker, its state, its finished cases."""
+    folder.mkdir(parents=True)
+    (folder / ".powertrain-report").write_text("written by powertrain report\n")
+    state = {"spec_sha256": "another spec", "cases": cases, "complete": complete}
+    (folder / "report.json").write_text(json.dumps(state))
+    for name in cases:
+        (folder / "cases" / name).mkdir(parents=True)
+        (folder / "cases" / name / ".done").write_text("done\n")
+
+
+def test_overwrite_never_deletes_another_report_through_a_symlink(tmp_path, capsys):
+    spec = tmp_path / "one.toml"
+    spec.write_text(SMALL)
+    case = "orin-agx_mobilenetv3_bs16_time"
+    a, b = tmp_path / "A", tmp_path / "B"
+    _our_report(a, [case])
+    _our_report(b, [])
+    (b / "cases").symlink_to(a / "cases")  # B's cases are A's
+    assert main(["report", str(spec), "-o", str(b), "--overwrite", "-j", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "leads out of the folder" in err and len(err.strip().splitlines()) == 1
+    assert (a / "cases" / case / ".done").exists() and (b / "report.json").exists()
+    (b / "cases").unlink()
+    (b / "cases").mkdir()
+    (b / "cases" / case).symlink_to(a / "cases" / case)  # one case folder is A's
+    assert main(["report", str(spec), "-o", str(b), "--overwrite", "-j", "1"]) == 1
+    assert "leads out of the folder" in capsys.readouterr().err
+    assert (a / "cases" / case / ".done").exists()
+
+
+def test_overwrite_never_replaces_its_own_spec(tmp_path):
+    out = tmp_path / "out"
+    _our_report(out, [])
+    spec = out / "index.html"  # the spec where the report writes its index
+    spec.write_text(SMALL)
+    with pytest.raises(ReportError, match="index.html: is or holds the input"):
+        pt.report(spec, out, overwrite=True, n_jobs=1)
+    assert spec.read_text() == SMALL
+
+
+def test_a_killed_unfinished_report_is_not_called_finished(tmp_path):
+    spec = tmp_path / "one.toml"
+    spec.write_text(SMALL)
+    out = tmp_path / "out"
+    _our_report(out, ["x"], complete=False)  # killed before it finished, another spec
+    with pytest.raises(ReportError, match="holds an unfinished report of another spec"):
+        pt.report(spec, out, n_jobs=1)

@@ -20,12 +20,11 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
-from powertrain.predictor import streaming
 from powertrain.backends.replay import RepeatedRecordsWarning, ReplayBackend
 from powertrain.cli import main
 from powertrain.data.corpora import load_corpus
 from powertrain.errors import DataError, ModeError, ModelFileError
-from powertrain.predictor import CrossDeviceWarning, ExtrapolationWarning, Predictor
+from powertrain.predictor import CrossDeviceWarning, ExtrapolationWarning, Predictor, streaming
 from powertrain.utils.files import atomic_open, inside, refuse_same, same_file
 
 REPO = Path(pt.__file__).resolve().parents[1]
@@ -80,12 +79,16 @@ def test_a_device_or_pipe_is_written_in_place_never_replaced(tmp_path):
         ("12,2201.6,1300.5,3199,16,7\n", "not a readable csv"),
     ],
 )
-def test_an_error_mid_stream_leaves_no_output_that_looks_whole(tmp_path, monkeypatch, bad, says):
+def test_an_error_mid_stream_leaves_no_output_that_looks_whole(
+    tmp_path, monkeypatch, capsys, bad, says
+):
     """Defect 1: rows after the first chunks were written before a bad row was read."""
     monkeypatch.setattr(streaming.read_csv_chunks, "__defaults__", (5, ""))  # chunks of 5
     src = _modes_csv(tmp_path / "big.csv", [ROW] * 12 + [bad] + [ROW] * 3)
     out = tmp_path / "out.csv"
     assert main(["predict", "-m", "orin-agx/resnet18", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert says in err.lower() if says.islower() else says in err, err  # the row and column
     assert not out.exists()
     assert os.listdir(tmp_path) == ["big.csv"]
 
@@ -417,3 +420,106 @@ def test_a_producer_error_reaches_the_writer_at_its_chunk():
         for df in prefetch(frames()):
             got.append(len(df))
     assert got == [1]
+
+
+def test_replace_dir_keeps_the_old_folder_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    from powertrain.utils import files
+
+    old, new = tmp_path / "case", tmp_path / ".case.tmp"
+    for folder, text in ((old, "old"), (new, "new")):
+        folder.mkdir()
+        (folder / "data.csv").write_text(text)
+    real = os.replace
+
+    def fails_to_put_the_new_one(src, dst):
+        if Path(src) == new:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", fails_to_put_the_new_one)
+    with pytest.raises(OSError):
+        files.replace_dir(new, old)
+    assert (old / "data.csv").read_text() == "old"  # the old folder is back, whole
+    monkeypatch.setattr(files.os, "replace", real)
+    files.replace_dir(new, old)
+    assert (old / "data.csv").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case"]  # nothing left aside
+
+
+def test_atomic_writes_take_any_valid_name_and_errors_name_the_path_given(tmp_path):
+    from powertrain.utils.files import atomic_write, replace_dir
+
+    long = tmp_path / ("p" * 240 + ".csv")  # 244 characters: a valid name
+    atomic_write(long, "a,b\n1,2\n")
+    assert long.read_text() == "a,b\n1,2\n" and sorted(tmp_path.iterdir()) == [long]
+    folder = tmp_path / ("d" * 255)
+    (tmp_path / "new").mkdir()
+    folder.mkdir()
+    replace_dir(tmp_path / "new", folder)  # the old one moved aside under a shorter name
+    assert folder.is_dir() and sorted(tmp_path.iterdir()) == [folder, long]
+    missing = tmp_path / "no-such-folder" / "out.csv"
+    with pytest.raises(FileNotFoundError) as e:
+        atomic_write(missing, "x")
+    assert e.value.filename == str(missing) and ".tmp" not in str(e.value)
+
+
+def test_replace_dir_puts_a_new_folder_in_place_and_never_deletes_through_a_link(tmp_path):
+    from powertrain.utils.files import replace_dir
+
+    new, path = tmp_path / ".new", tmp_path / "case"
+    new.mkdir()
+    (new / "a.csv").write_text("new")
+    replace_dir(new, path)  # nothing there yet
+    assert (path / "a.csv").read_text() == "new" and not new.exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("keep")
+    link = tmp_path / "linked"
+    link.symlink_to(elsewhere)
+    new.mkdir()
+    replace_dir(new, link)  # the link is replaced, what it pointed to is kept
+    assert not link.is_symlink() and link.is_dir()
+    assert (elsewhere / "keep.csv").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case", "elsewhere", "linked"]
+
+
+def test_an_error_about_another_file_keeps_its_name(tmp_path):
+    from powertrain.utils.files import atomic_open
+
+    path = tmp_path / "out.csv"
+    with pytest.raises(OSError) as e:
+        with atomic_open(path) as f:
+            f.write("x")
+            raise FileNotFoundError(2, "No such file or directory", "/some/input.csv")
+    assert e.value.filename == "/some/input.csv" and not path.exists()
+    missing = tmp_path / "no" / "out.csv"
+    with pytest.raises(FileNotFoundError) as e2:
+        with atomic_open(missing):
+            pass
+    assert e2.value.strerror == "No such file or directory"
+    assert e2.value.filename == str(missing)
+
+
+def test_disk_reason_and_put():
+    import errno
+
+    from powertrain.utils.files import disk_reason
+
+    assert disk_reason(OSError(errno.ENOSPC, "No space left on device")) == "the disk is full"
+    assert disk_reason(OSError(errno.EIO, "Input/output error")) == "Input/output error"
+    assert disk_reason(OSError("no errno")) == "OSError"  # never a made-up reason
+
+
+def test_put_writes_inside_its_folder_only(tmp_path):
+    from powertrain.errors import DataError
+    from powertrain.utils.files import put
+
+    folder, outside = tmp_path / "report", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    assert put(folder, "index.html", "<p>") == folder / "index.html"
+    assert (folder / "index.html").read_text() == "<p>"
+    (folder / "cases").symlink_to(outside)
+    with pytest.raises(DataError, match="leads out of the folder"):
+        put(folder, "cases/a.csv", "x")
+    assert list(outside.iterdir()) == []

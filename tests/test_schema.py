@@ -80,3 +80,34 @@ def test_empty_and_unreadable_files(tmp_path):
     header.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size,time_ms,power_w\n")
     with pytest.raises(DataError, match=r"header.csv: has a header \(cores, .*\) but no rows"):
         read_corpus(header)
+
+
+def test_errors_never_echo_a_files_content_beyond_column_names(tmp_path, capsys):
+    """A file that is not a table (a spec's samples_csv naming /etc/shadow): its first
+    line is read as the header; an error names the columns that look like names only."""
+    from powertrain.cli import main
+    from powertrain.schema import check_columns, shown_columns
+
+    secret = "s3cretuser:$6$salt$hash:19000:0:99999:7:::"
+    shadow = tmp_path / "shadow"
+    shadow.write_text(f"{secret}\ndaemon:*:19000:0:99999:7:::\n")
+    assert main(["select", str(shadow), "--power-cap", "30"]) == 1
+    err = capsys.readouterr().err
+    assert "19000" not in err and "s3cretuser" not in err and "1 that are not column names" in err
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'title = "x"\ndevices = ["orin-agx"]\nbatch_sizes = [16]\npower_caps = [30]\n'
+        f'objectives = ["time"]\n[workloads.resnet18]\nsamples_csv = "{shadow}"\n'
+    )
+    assert main(["report", str(spec), "-o", str(tmp_path / "out"), "-j", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "19000" not in err and "s3cretuser" not in err and str(shadow) in err
+    assert shown_columns(["time_ms", "power_w (W)", secret]) == (
+        "time_ms, power_w (W) and 1 that are not column names"
+    )
+    df = pd.DataFrame({"time_ms": [1.0, secret], "power_w": [1.0, 2.0]})
+    with pytest.raises(DataError, match=r"row 2, column 'time_ms': the value is not") as e:
+        check_columns(df, ["time_ms"], "t.csv")
+    assert "s3cret" not in str(e.value)
+    with pytest.raises(DataError, match=r"value 'xyz' is not a finite number"):
+        check_columns(df.assign(time_ms=["xyz", 1]), ["time_ms"], "t.csv")

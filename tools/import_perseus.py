@@ -25,6 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from powertrain.utils.hashing import sha256_file as sha256
@@ -34,7 +35,7 @@ DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "perseus_sosp24"
 OUT = ROOT / "datasets" / "real" / "perseus"
 COLUMNS = ("stage", "instruction", "frequency", "time", "energy")
 #: a profile's file name: {model}+{gpu}_{dtype}.csv
-PROFILE = re.compile(r"^(?P<model>[^+/]+)\+(?P<gpu>[a-z0-9-]+)_(?P<dtype>[a-z0-9]+)\.csv$")
+PROFILE = re.compile(r"^(?P<model>[^+/]+)\+(?P<gpu>[a-z0-9_-]+)_(?P<dtype>[a-z0-9]+)\.csv$")
 #: datasheet facts for the description of GPUs we know (others: their name only)
 GPU_FACTS = {"a40": "NVIDIA A40 (84 SMs, 10752 CUDA cores, 300 W)"}
 #: display names of the models in the README (others: their id)
@@ -52,20 +53,27 @@ class TraceError(ValueError):
 
 def read_profile(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(
+            f"{path}: not UTF-8 text (byte {e.start}); not a Perseus profile"
+        ) from None
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise TraceError(f"{path}: not a readable CSV ({e})") from None
+        why = e.strerror if isinstance(e, OSError) else type(e).__name__
+        raise TraceError(f"{path}: not a readable CSV ({why})") from None
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
     for c in ("stage", "frequency", "time", "energy"):
         v = pd.to_numeric(df[c], errors="coerce")
-        bad = v.isna() | (v <= 0) if c != "stage" else v.isna() | (v < 0)
-        if bad.any():
-            i = int(bad.to_numpy().nonzero()[0][0])
+        ok = np.isfinite(v.to_numpy(float, na_value=np.nan))
+        # a stage is a whole index >= 0 (0.5 would be written as stage 0, a second one)
+        ok &= ((v >= 0) & (v == v.round()) if c == "stage" else v > 0).to_numpy()
+        if not ok.all():
+            i = int((~ok).nonzero()[0][0])
             raise TraceError(
-                f"{path}: row {i + 1}, column '{c}': {df[c].iloc[i]!r} is not a "
-                + ("stage index" if c == "stage" else "positive number")
+                f"{path}: row {i + 1}, column '{c}': not a "
+                + ("whole stage index >= 0" if c == "stage" else "finite positive number")
             )
     dup = df.duplicated(["stage", "instruction", "frequency"])
     if dup.any():
@@ -75,11 +83,13 @@ def read_profile(path: Path) -> pd.DataFrame:
 
 
 def device_id(gpu: str) -> str:
-    return f"{gpu}-locked-clock"
+    """``a100_sxm`` -> ``a100-sxm-locked-clock`` (a device id has no underscore: it
+    separates the device from the workload in a corpus name)."""
+    return f"{gpu.replace('_', '-')}-locked-clock"
 
 
 def device_spec(gpu: str, clocks: list[float]) -> dict:
-    facts = GPU_FACTS.get(gpu, f"NVIDIA {gpu.upper()}")
+    facts = GPU_FACTS.get(gpu, f"NVIDIA {gpu.upper().replace('_', ' ')}")
     return {
         "name": device_id(gpu),
         "description": f"{facts} with its SM clock locked (nvidia-smi -lgc) to one of the "
@@ -98,7 +108,7 @@ def profiles(source: Path, gpus: list[str] | None = None) -> list[tuple[Path, st
     found = []
     for path in sorted(source.glob("*.csv"), key=lambda p: (not p.name.startswith("gpt3"), p.name)):
         m = PROFILE.match(path.name)
-        if m and (gpus is None or m["gpu"] in gpus):
+        if m and (gpus is None or m["gpu"] in gpus or m["gpu"].replace("_", "-") in gpus):
             found.append((path, m["model"], m["gpu"]))
     if not found:
         want = f" of GPU(s) {', '.join(gpus)}" if gpus else ""
@@ -151,7 +161,8 @@ def readme(done: list[tuple[str, str, list[float]]]) -> str:
             f"`{device_id(gpu)}_{{model}}.csv` ({', '.join(models)}): per pipeline "
             "stage x pass (a workload `{model}-stage{s}-{pass}`) and locked SM clock "
             f"({len(clocks)} clocks, {clocks[0]:g}-{clocks[-1]:g} MHz) on an "
-            f"{gpu.upper() if gpu in GPU_FACTS else 'NVIDIA ' + gpu.upper()}, the time (ms), "
+            f"{gpu.upper() if gpu in GPU_FACTS else 'NVIDIA ' + gpu.upper().replace('_', ' ')}, "
+            "the time (ms), "
             "energy (J) and average power (energy / time, W) of one microbatch."
         )
     return (
@@ -164,14 +175,26 @@ def readme(done: list[tuple[str, str, list[float]]]) -> str:
 
 
 def convert(source: Path, out: Path, gpus: list[str] | None = None) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written, done = [], []
-    for path, model, gpu in profiles(source, gpus):
-        csv, clocks = convert_one(path, model, gpu, out)
-        written.append(csv)
-        done.append((model, gpu, clocks))
-    shutil.copyfile(source / "LICENSE", out / "LICENSE")
-    (out / "README.md").write_text(readme(done))
+    """Every profile read and checked, and the licence found, before anything is
+    written; then the corpora, LICENSE and README into ``out``."""
+    found = profiles(source, gpus)
+    if not (source / "LICENSE").is_file():
+        raise TraceError(f"{source}: no LICENSE file (the profiles' licence ships with them)")
+    for path, _, _ in found:
+        read_profile(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written, done = [], []
+        for path, model, gpu in found:
+            csv, clocks = convert_one(path, model, gpu, out)
+            written.append(csv)
+            done.append((model, gpu, clocks))
+        shutil.copyfile(source / "LICENSE", out / "LICENSE")
+        (out / "README.md").write_text(readme(done))
+    except OSError as e:
+        raise TraceError(
+            f"--out {out}: cannot write it ({e.strerror or type(e).__name__})"
+        ) from None
     return written
 
 

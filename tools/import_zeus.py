@@ -26,6 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from powertrain.utils.hashing import sha256_file as sha256
@@ -73,25 +74,35 @@ def workload_name(dataset: str, network: str) -> str:
     return f"{net}-{dataset}"
 
 
+#: columns that measure something: finite and > 0 (the others: finite)
+POSITIVE = ("batch_size", "power_limit", "time_per_epoch", "average_power", "learning_rate")
+
+
 def read_trace(path: Path, columns) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: not UTF-8 text (byte {e.start}); not a Zeus trace") from None
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise TraceError(f"{path}: not a readable CSV ({e})") from None
+        why = e.strerror if isinstance(e, OSError) else type(e).__name__
+        raise TraceError(f"{path}: not a readable CSV ({why})") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
     for c in columns:
         if c in ("dataset", "network", "optimizer"):
             continue
-        bad = pd.to_numeric(df[c], errors="coerce").isna()
+        v = pd.to_numeric(df[c], errors="coerce")
+        ok = np.isfinite(v.to_numpy(float, na_value=np.nan))
+        if c in POSITIVE:
+            ok &= (v > 0).to_numpy()
         if c == "target_epoch":  # 'nan' = this run never reached that target
-            bad &= df[c].notna()
-        if bad.any():
-            i = int(bad.to_numpy().nonzero()[0][0])
-            raise TraceError(
-                f"{path}: row {i + 1}, column '{c}': {df[c].iloc[i]!r} is not a number"
-            )
+            ok |= df[c].isna().to_numpy()
+            ok &= ~(v < 0).to_numpy()
+        if not ok.all():
+            i = int((~ok).nonzero()[0][0])
+            need = "a finite positive number" if c in POSITIVE else "a finite number"
+            raise TraceError(f"{path}: row {i + 1}, column '{c}': not {need}")
     return df
 
 
@@ -162,13 +173,29 @@ def device_spec(gpu: str, limits: list[float]) -> dict | None:
 
 
 def convert(source: Path, out: Path, gpus: list[str] | None = None) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Every trace read and checked, and the licence found, before anything is written."""
+    found = gpus_in(source, gpus)
+    if not (source / "LICENSE").is_file():
+        raise TraceError(f"{source}: no LICENSE file (the traces' licence ships with them)")
     train_path = source / "summary_train.csv"
     train = read_trace(train_path, TRAIN_COLUMNS)
+    traces = {g: read_trace(source / f"summary_power_{g}.csv", POWER_COLUMNS) for g in found}
+    for (dataset, network), _ in train.groupby(["dataset", "network"]):
+        r_table(train, dataset, network, train_path)  # a workload without a target: now
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return _write(source, out, train, traces)
+    except OSError as e:
+        raise TraceError(
+            f"--out {out}: cannot write it ({e.strerror or type(e).__name__})"
+        ) from None
+
+
+def _write(source: Path, out: Path, train: pd.DataFrame, traces: dict) -> list[Path]:
+    train_path = source / "summary_train.csv"
     written = []
-    for gpu in gpus_in(source, gpus):
+    for gpu, power in traces.items():
         path = source / f"summary_power_{gpu}.csv"
-        power = read_trace(path, POWER_COLUMNS)
         for (dataset, network), df in power.groupby(["dataset", "network"]):
             wl = workload_name(dataset, network)
             opts = set(train[(train.dataset == dataset) & (train.network == network)].optimizer)

@@ -71,6 +71,14 @@ ABOUT = {
     "settled and the fixed 40-minibatch protocol, with the board seconds each spent.",
     "speed": "Training and prediction speed of the package against a bare torch loop "
     "(`benchmarks/speed.py`).",
+    "orin_nano_super": "Held out, every row: the Orin Nano 8GB on its Super image "
+    "(`orin-nano-super`, GPU to 1020 MHz, memory to 3199 MHz; `benchmarks/super_caps.py`). Its "
+    "twin constants follow from its spec by docs/twin.md's datasheet rules and nothing was "
+    "chosen on it. Per workload and draw: 50 random modes profiled on the twin, the Orin AGX "
+    "ResNet-18 reference transferred with them; accuracy is MAPE % over the other modes "
+    "against the twin's expectation; decisions are picks under caps every 0.5 W (PT@50 plain "
+    "and with 3 predicted sigmas, the fastest preset whose *name* fits the cap, MAXN_SUPER); "
+    "the cap table is draw 0's plain picks (cores / CPU / GPU / memory MHz).",
     "select_margin": "The default margin of prediction-only picks "
     "(`benchmarks/select_margin.py`): V100 traces are the tuning split, A40 is held out; "
     "the smallest margin with the fewest tuning picks over cap + 1 W is the default.",
@@ -100,7 +108,39 @@ def table(df: pd.DataFrame) -> str:
 
 
 def records(data: dict, key: str) -> pd.DataFrame:
-    return pd.DataFrame([r for r in data.get(key, []) if isinstance(r, dict)])
+    value = data.get(key, [])
+    return pd.DataFrame(
+        [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+    )
+
+
+#: a list of more records than this is per-draw detail: a results file keeps the tables this
+#: page shows of it (``compact``) and the benchmark writes the records to ``detail/``
+DETAIL_ROWS = 1000
+
+
+def is_summary(value: object) -> bool:
+    """Whether ``value`` is the summary a compacted file keeps in place of its records."""
+    return isinstance(value, dict) and "detail_rows" in value
+
+
+def stored(value: dict, name: str) -> pd.DataFrame:
+    """Table ``name`` of a compacted list of records, as ``summaries`` made it."""
+    t = value["tables"][name]
+    df = pd.DataFrame(t["rows"], columns=t["columns"])
+    return df.set_index(t["index"]) if t["index"] else df
+
+
+def frame(df: pd.DataFrame, note: str = "") -> dict:
+    """A table as plain JSON: its index columns, its columns, its rows (and a note)."""
+    index = [n for n in df.index.names if n is not None]
+    flat = df.reset_index() if index else df
+    return {
+        "note": note,
+        "index": index,
+        "columns": [str(c) for c in flat.columns],
+        "rows": [list(r) for r in flat.itertuples(index=False)],
+    }
 
 
 def summarise(df: pd.DataFrame) -> tuple[str, pd.DataFrame]:
@@ -116,6 +156,13 @@ def summarise(df: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return f"median over {len(df)} records by {', '.join(keys)}", df.groupby(keys)[nums].median()
 
 
+def generic_tables(data: dict, key: str) -> dict[str, tuple[str, pd.DataFrame]]:
+    value = data[key]
+    if is_summary(value):
+        return {"table": (value["tables"]["table"]["note"], stored(value, "table"))}
+    return {"table": summarise(records(data, key))}
+
+
 def generic(data: dict) -> str:
     """Settings (short scalars), then every list of records and dict of rows."""
     out = []
@@ -127,8 +174,8 @@ def generic(data: dict) -> str:
     if settings:
         out.append("Settings: " + "; ".join(f"{k} {fmt(v)}" for k, v in settings.items()) + ".\n")
     for key, value in data.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            note, df = summarise(records(data, key))
+        if is_summary(value) or (isinstance(value, list) and value and isinstance(value[0], dict)):
+            note, df = generic_tables(data, key)["table"]
             out.append(f"**{key}**{' (' + note + ')' if note else ''}:\n\n{table(df)}")
         elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
             df = pd.DataFrame(value).T
@@ -164,27 +211,41 @@ def optimisation(data: dict) -> str:
     )
 
 
+def real_data_tables(data: dict, key: str) -> dict[str, tuple[str, pd.DataFrame]]:
+    if is_summary(data.get(key)):
+        return {n: ("", stored(data[key], n)) for n in data[key]["tables"]}
+    df = records(data, key)
+    if df.empty:
+        return {}
+    if key == "accuracy":
+        return {"mape": ("", df.groupby(["k", "method"]).time_mape.median().unstack("method"))}
+    if key != "decisions":
+        return {}
+    dec = df[df.cap_w.notna()]
+    g = dec.groupby(["gpu", "guard", "margin_sigma"])
+    picks = pd.DataFrame(
+        {
+            "picks": g.size(),
+            "penalty_median": g.penalty_pct.median(),
+            "over_cap_1w_pct": g.excess_w.apply(lambda s: float((s > 1).mean() * 100)),
+            "worst_excess_w": g.excess_w.max(),
+        }
+    )
+    return {"picks": ("", picks)}
+
+
 def real_data(data: dict) -> str:
-    dec = records(data, "decisions")
     out = []
-    if len(dec):
-        dec = dec[dec.cap_w.notna()]
-        g = dec.groupby(["gpu", "guard", "margin_sigma"])
-        df = pd.DataFrame(
-            {
-                "picks": g.size(),
-                "penalty_median": g.penalty_pct.median(),
-                "over_cap_1w_pct": g.excess_w.apply(lambda s: float((s > 1).mean() * 100)),
-                "worst_excess_w": g.excess_w.max(),
-            }
-        )
+    picks = real_data_tables(data, "decisions").get("picks")
+    if picks is not None:
+        df = picks[1]
         out.append(
             "Picks under caps by time to accuracy (guard: none = the prediction alone; "
             f"physics = the power guard), {data.get('draws')} draws:\n\n{table(df)}"
         )
-    acc = records(data, "accuracy")
-    if len(acc):
-        df = acc.groupby(["k", "method"]).time_mape.median().unstack("method")
+    mape = real_data_tables(data, "accuracy").get("mape")
+    if mape is not None:
+        df = mape[1]
         out.append(f"Median time MAPE % over every transfer case:\n\n{table(df)}")
     return "\n".join(out)
 
@@ -201,30 +262,42 @@ def accuracy(data: dict) -> str:
     return f"{data.get('draws')} draws; median MAPE % time / power.\n\n{table(df)}{met}"
 
 
+#: the decision records of decisions*.json, each key with the columns its table groups by
+DECISION_KEYS = {
+    "per_cap": ["workload", "budget"],
+    "shared": ["workload", "budget"],
+    "real": ["gpu"],
+    "peers": ["mode", "workload", "strategy", "budget"],
+    "held_out": ["strategy", "budget"],
+    "cross_device": ["device", "workload", "strategy", "budget"],
+}
+
+
+def decisions_tables(data: dict, key: str) -> dict[str, tuple[str, pd.DataFrame]]:
+    if is_summary(data.get(key)):
+        return {n: ("", stored(data[key], n)) for n in data[key]["tables"]}
+    df = records(data, key)
+    if key not in DECISION_KEYS or df.empty:
+        return {}
+    g = df.groupby([c for c in DECISION_KEYS[key] if c in df])
+    t = pd.DataFrame(
+        {
+            "decisions": g.size(),
+            "penalty_median": g.penalty_pct.median(),
+            "penalty_q3": g.penalty_pct.quantile(0.75),
+            "over_cap_1w_pct": g.excess_w.apply(lambda s: float((s > 1).mean() * 100)),
+            "measured_median": g.n_measured.median(),
+        }
+    )
+    return {"decisions": ("", t)}
+
+
 def decisions(data: dict) -> str:
     out = []
-    for key, by in (
-        ("per_cap", ["workload", "budget"]),
-        ("shared", ["workload", "budget"]),
-        ("real", ["gpu"]),
-        ("peers", ["mode", "workload", "strategy", "budget"]),
-        ("held_out", ["strategy", "budget"]),
-        ("cross_device", ["device", "workload", "strategy", "budget"]),
-    ):
-        df = records(data, key)
-        if df.empty:
-            continue
-        g = df.groupby([c for c in by if c in df])
-        t = pd.DataFrame(
-            {
-                "decisions": g.size(),
-                "penalty_median": g.penalty_pct.median(),
-                "penalty_q3": g.penalty_pct.quantile(0.75),
-                "over_cap_1w_pct": g.excess_w.apply(lambda s: float((s > 1).mean() * 100)),
-                "measured_median": g.n_measured.median(),
-            }
-        )
-        out.append(f"**{key}**:\n\n{table(t)}")
+    for key in DECISION_KEYS:
+        t = decisions_tables(data, key).get("decisions")
+        if t is not None:
+            out.append(f"**{key}**:\n\n{table(t[1])}")
     sched = records(data, "schedule")
     if len(sched):
         num = sched.select_dtypes("number").columns
@@ -244,6 +317,35 @@ RENDER: dict[str, Callable[[dict], str]] = {
 }
 
 
+#: file stem prefix -> the tables the page shows of one list of records (key)
+TABLES: dict[str, Callable[[dict, str], dict[str, tuple[str, pd.DataFrame]]]] = {
+    "real_data": real_data_tables,
+    "decisions": decisions_tables,
+}
+
+
+def _known(stem: str) -> list[str]:
+    return sorted((p for p in ABOUT if stem.startswith(p)), key=len)
+
+
+def compact(stem: str, data: dict, keep: tuple[str, ...] = ()) -> dict:
+    """``data`` with each list of more than ``DETAIL_ROWS`` records replaced by the tables
+    this page shows of it: what a committed results file holds (the records themselves go
+    to the benchmark's detail file); lists named in ``keep`` stay whole. The page of the
+    compacted data is the same page."""
+    make = next((TABLES[p] for p in reversed(_known(stem)) if p in TABLES), generic_tables)
+    out: dict = {}
+    for key, value in data.items():
+        big = isinstance(value, list) and len(value) > DETAIL_ROWS and key not in keep
+        if not (big and isinstance(value[0], dict)):
+            out[key] = value
+            continue
+        made = make(data, key) or generic_tables(data, key)
+        tables = {n: frame(df, note) for n, (note, df) in made.items()}
+        out[key] = {"detail_rows": len(value), "tables": tables}
+    return out
+
+
 def section(path: Path) -> str:
     """The section of one JSON file of benchmark results."""
     return section_of(path.stem, json.loads(path.read_text()))
@@ -251,7 +353,7 @@ def section(path: Path) -> str:
 
 def section_of(stem: str, data: object) -> str:
     """The section of the results ``data`` that ``{stem}.json`` holds."""
-    known = sorted((p for p in ABOUT if stem.startswith(p)), key=len)
+    known = _known(stem)
     title = stem.replace("_", " ").capitalize()
     about = ABOUT[known[-1]] if known else f"Figures of `{stem}.json`."
     if known and stem != known[-1]:

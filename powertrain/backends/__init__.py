@@ -26,7 +26,19 @@ BACKENDS = ("twin", "jetson", "nvml")
 
 
 def as_backend(obj: Any) -> Backend:
-    """``obj`` as a Backend: backends pass through, a :class:`~powertrain.Twin` is adapted."""
+    """Whatever the profiler is given, as a backend: backends pass through, a
+    :class:`~powertrain.Twin` is adapted.
+
+    Parameters
+    ----------
+    obj : Backend or Twin
+        The board.
+
+    Returns
+    -------
+    Backend
+        ``obj`` itself, or a :class:`TwinBackend` around a twin.
+    """
     if isinstance(obj, Backend):
         return obj
     if isinstance(obj, Twin):
@@ -53,6 +65,27 @@ def get_backend(
     ``module:function`` (``step_options`` go to a ready-made one); ``options`` go to
     :class:`JetsonBackend` / :class:`NvmlBackend` (for nvml, ``device`` only names the
     device column).
+
+    Parameters
+    ----------
+    name : str
+        ``"twin"``, ``"jetson"`` or ``"nvml"``.
+    device : optional
+        The device (catalog id or spec); required but for nvml.
+    workload : optional
+        The twin's workload, or the hardware backends' training step (a step, a
+        ready-made workload name or ``module:function``).
+    seed : int
+        The twin's seed.
+    step_options : dict, optional
+        Options of a ready-made step (e.g. ``image_size``).
+    **options
+        The backend's own settings.
+
+    Returns
+    -------
+    Backend
+        The board, ready to profile.
     """
     if name not in BACKENDS:
         raise DataError(f"--backend {name!r}: choose one of {', '.join(BACKENDS)}")

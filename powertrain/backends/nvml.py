@@ -130,11 +130,12 @@ class NvmlBackend(StepBackend):
         self._state = GpuState(gpu=f"{self.gpu_index} ({self.gpu_name})")
         try:
             self._start_changing()
-        except ProfilingError:
+            self.step: TrainingStep = as_step(step)
+        except BaseException:
+            self._state_file.release()
             self.nvml.nvmlShutdown()
             raise
         self.proc_root = Path(proc_root)
-        self.step: TrainingStep = as_step(step)
         self.device_name = device_name or slug(self.gpu_name)
         self.workload_name = self.step.name
         self.sample_period_s = float(sample_period_s)
@@ -188,10 +189,10 @@ class NvmlBackend(StepBackend):
             self._read_power_limits()
         if self.allow_clocks:
             self._read_supported_clocks()
-        left = self._state_file.load()
-        if left is None or not left.dirty:
-            return
-        if not self.changes_settings:
+        if not self.changes_settings:  # never owns, so never clears, what a run left
+            left = self._state_file.peek()
+            if left is None or not left.dirty:
+                return
             warnings.warn(
                 f"{self._state_file.path}: a run that did not finish changed GPU "
                 f"{self.gpu_index}'s settings; rows measured now run under them (a run "
@@ -200,7 +201,9 @@ class NvmlBackend(StepBackend):
                 stacklevel=3,
             )
             return
-        self._adopt_state(left)
+        left = self._state_file.claim()  # held until close: a live run is never adopted
+        if left is not None and left.dirty:
+            self._adopt_state(left)
 
     def _adopt_state(self, left: GpuState) -> None:
         """Take over what a killed run left: its original limit, its locked clocks."""
@@ -387,6 +390,12 @@ class NvmlBackend(StepBackend):
             raise self._refuse_power_limit("")
         if (gpu_clocks_mhz is not None or mem_clocks_mhz is not None) and not self.allow_clocks:
             self._refused_columns(["gpu_mhz"], "")
+        if mem_clocks_mhz is not None and not self.mem_clock_knob:  # never dropped silently
+            raise ProfilingError(
+                f"mem_clocks_mhz (--mem-clocks) {','.join(f'{m:g}' for m in mem_clocks_mhz)}: "
+                f"GPU {self.gpu_index} ({self.gpu_name}) lists one memory clock "
+                f"({self._top_mem():g} MHz), so it is not a knob here; drop it"
+            )
         mem0 = self._top_mem() if self.allow_clocks else None
         top = max(self.supported_clocks[mem0]) if mem0 is not None else None
         grid: dict[str, list[Any]] = {
@@ -580,7 +589,7 @@ class NvmlBackend(StepBackend):
                 self._restore_power_limit()
             except ProfilingError as e:
                 errors.append(str(e))
-            if not errors and not any(self._touched.values()):
+            if not errors and self.changes_settings and not any(self._touched.values()):
                 self._state_file.clear()
                 self._state = GpuState(self._state.gpu)
         if errors:
@@ -698,4 +707,5 @@ class NvmlBackend(StepBackend):
         finally:
             self._signals.uninstall()
             atexit.unregister(self.close)
+            self._state_file.release()
             self.nvml.nvmlShutdown()

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..devices.device import Device, get_device, table_device
 from ..errors import DataError, ProfilingError
-from ..schema import CONFIG_COLUMNS, check_columns, read_csv
+from ..schema import CONFIG_COLUMNS, check_columns, read_csv, shown_columns
 from .base import Backend
 
 #: repeated records of one configuration further apart than this (max/min) are refused
@@ -96,7 +96,7 @@ class ReplayBackend(Backend):
             if time_col is None:
                 raise DataError(
                     f"{source}: no time column ({' or '.join(TIME_COLUMNS)}); found "
-                    f"{', '.join(map(str, df.columns))}"
+                    f"{shown_columns(df.columns)}"
                 )
             targets = (time_col, "power_w")
         self.targets = tuple(targets)

@@ -17,7 +17,13 @@ from .base import Backend
 
 
 class TwinBackend(Backend):
-    """Profile ``twin`` (a :class:`~powertrain.twin.Twin`) like a board."""
+    """Profile a twin like a board: the same profiler code runs on both.
+
+    Parameters
+    ----------
+    twin : Twin
+        The simulated board and workload.
+    """
 
     def __init__(self, twin: Twin):
         self.twin = twin

@@ -24,12 +24,19 @@ COMMAND_MODULES = (
     "batch_r",
     "profile",
     "follow",
+    "apply",
     "demo",
     "report",
     "workloads",
     "examples",
 )
 
+
+#: the one line a command that needs torch prints where it is missing (no traceback)
+NO_TORCH = (
+    "PyTorch is not installed. On a CPU: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu; on a Jetson: NVIDIA's wheel for your JetPack"
+)
 
 DEVICE_SPEC_HELP = (
     "a device spec JSON file (repeatable): its device id then resolves wherever a catalog id "
@@ -82,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "verbose", False):
             traceback.print_exc()
         print(f"powertrain {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "torch":
+            raise
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
+        print(f"powertrain {args.command}: error: {NO_TORCH}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # e.g. `powertrain modes orin-agx | head`: the reader is done
         import os

@@ -54,9 +54,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
         d = get_device(name)
         knobs = " ".join(_knob_summary(k, v) for k, v in d.spec.knob_tables().items())
         presets = ", ".join(p["name"] for p in d.spec.presets) or "none"
-        rows.append(f"{name:<12} {d.n_modes:>7,}  {knobs}  presets: {presets}")
-    print(f"{'device':<12} {'modes':>7}  knobs (values each)")
+        rows.append(f"{name:<20} {d.n_modes:>7,}  {knobs}  presets: {presets}")
+    from ..devices.presets import CLOCK_CAPS_NOTE
+
+    print(f"{'device':<20} {'modes':>7}  knobs (values each)")
     print("\n".join(rows))
+    print(f"({CLOCK_CAPS_NOTE})")
     return 0
 
 
@@ -85,7 +88,10 @@ def cmd_modes(args: argparse.Namespace) -> int:
     elif args.which == "grid":
         df = dev.profiling_grid()
     elif args.which == "presets":
+        from ..devices.presets import CLOCK_CAPS_NOTE
+
         df = dev.presets()
+        print(f"note: {CLOCK_CAPS_NOTE}", file=sys.stderr)
     else:  # sample
         df = dev.sample(args.n, seed=args.seed, stratified=args.stratified)
     if args.sweep_order and args.which != "presets":
@@ -121,11 +127,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = command(sub, "devices", help="list catalog devices and their power-mode counts")
+    p = command(
+        sub,
+        "devices",
+        help="list catalog devices and their power-mode counts",
+        description="List the catalog's devices: id, how many power modes each has, its "
+        "knobs and its presets. A device spec file (--device-spec) adds its own.",
+    )
     p.set_defaults(func=cmd_devices)
 
     p = command(
-        sub, "modes", help="write a device's power modes (all, grid, presets or a sample) as CSV"
+        sub,
+        "modes",
+        help="write a device's power modes (all, grid, presets or a sample) as CSV",
+        description="Write a device's power modes as CSV, one row per mode (its knob "
+        "columns): every mode, the paper's profiling grid, the nvpmodel presets, or a seeded "
+        "random sample. The input of `predict` and of `profile`.",
     )
     p.add_argument(
         "device", help="catalog id (see `powertrain devices`) or a device spec JSON file"
@@ -153,7 +170,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_modes)
 
-    p = command(sub, "simulate", help="profile N random modes of a workload on the digital twin")
+    p = command(
+        sub,
+        "simulate",
+        help="profile N random modes of a workload on the digital twin",
+        description="Profile N random power modes of a workload on the digital twin (a "
+        "simulated board, no hardware) and write the samples CSV that `transfer` reads. "
+        "Resumable: rerun with the same output to continue.",
+    )
     p.add_argument("device", help="catalog id or device spec JSON file")
     p.add_argument("workload", help="catalog workload name or workload spec JSON file")
     p.add_argument("-n", type=positive_int, default=50, help="number of random modes to profile")

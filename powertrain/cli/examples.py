@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "examples",
         help="list the shipped corpora, reference models, example spec and notebooks; "
         "-o DIR copies the examples",
+        description="List what ships with the package: the profiled corpora, the reference "
+        "models, the example specs and the notebooks. With -o DIR, copy the notebooks and "
+        "specs there to edit and run.",
     )
     p.add_argument(
         "-o",

@@ -232,7 +232,12 @@ def _prepend(first, rest):
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = command(
-        sub, "fit", help="train a reference predictor (time + power) on a profiled corpus CSV"
+        sub,
+        "fit",
+        help="train a reference predictor (time + power) on a profiled corpus CSV",
+        description="Train a reference predictor (an MLP for time and one for power) on a "
+        "fully profiled corpus, a CSV or a shipped corpus id, and save it to a model "
+        "directory that `transfer` and `predict` read.",
     )
     p.add_argument(
         "corpus",
@@ -260,6 +265,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "transfer",
         help="adapt a reference predictor to a new workload/device from ~50 samples",
+        description="Adapt a reference predictor to a new workload or device from about 50 "
+        "profiled samples (the PowerTrain transfer: keep the hidden layers, retrain the "
+        "last), and save the new model directory.",
     )
     p.add_argument(
         "samples", help="profiled samples CSV (same columns as a corpus) or a shipped corpus id"
@@ -284,7 +292,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_transfer)
 
     p = command(
-        sub, "predict", help="predict time and power for modes (CSV or every mode of a device)"
+        sub,
+        "predict",
+        help="predict time and power for modes (CSV or every mode of a device)",
+        description="Predict minibatch time and power, with their standard deviations, for "
+        "every row of a modes CSV or every mode of --device, at one or more batch sizes; "
+        "streamed in chunks, so any size fits in bounded memory. `select` reads the output.",
     )
     p.add_argument("modes", nargs="?", help="CSV of modes (default: every mode of --device)")
     p.add_argument("-m", "--model", required=True, help="model directory or shipped reference name")

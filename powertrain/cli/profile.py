@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--device",
-        help="catalog id or spec file (twin, jetson); for nvml an optional "
+        help="catalog id or spec file (twin, jetson; on a Jetson 'auto' recognises the "
+        "board from its device tree and nvpmodel file); for nvml an optional "
         "name for the device column (default: the GPU's name)",
     )
     p.add_argument(
@@ -395,13 +396,37 @@ def _check_power_limit_options(args: argparse.Namespace) -> None:
             )
 
 
+def _check_spec_out(args: argparse.Namespace) -> None:
+    """--spec-out is checked before a backend starts: a folder that exists, never the
+    --out or --modes file (the spec would overwrite measurements or the modes)."""
+    if args.spec_out is None:
+        return
+    from ..utils.files import same_file
+
+    path = Path(args.spec_out)
+    if not path.parent.is_dir():
+        raise DataError(f"--spec-out {path}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise DataError(f"--spec-out {path}: is a folder; give a file name")
+    modes = args.modes if args.modes is not None and not args.modes.isdigit() else None
+    for flag, other in (("--out", args.out), ("--modes", modes)):
+        if other is not None and same_file(path, other):
+            raise DataError(
+                f"--spec-out {path}: is the {flag} file {other}; the spec would overwrite "
+                "it (give another path)"
+            )
+
+
 def _write_spec(backend, path: str) -> None:
     """The GPU's spec as NVML reports it, for ``--device`` in later commands."""
     import json
 
-    if not Path(path).parent.is_dir():
-        raise DataError(f"--spec-out {path}: folder {Path(path).parent} does not exist")
-    Path(path).write_text(json.dumps(backend.device_spec(), indent=1) + "\n")
+    from ..utils.files import atomic_write, disk_reason
+
+    try:
+        atomic_write(path, json.dumps(backend.device_spec(), indent=1) + "\n")
+    except OSError as e:
+        raise DataError(f"--spec-out {path}: cannot write it ({disk_reason(e)})") from None
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -417,6 +442,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise DataError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     _check_power_limit_options(args)
     _check_strategy_options(args)
+    _check_spec_out(args)
     from ..backends import get_backend
 
     with get_backend(
@@ -476,14 +502,15 @@ def _active(backend, args: argparse.Namespace) -> int:
     """Measure where the decision is, print why each configuration is measured, write the
     measurements (crash-safe with --out; rerun to resume) and the pick under each cap."""
     from ..decisions.decide import decide
-    from ..schema import read_csv
+    from ..schema import check_measurements, read_csv
 
     if backend.device is None:
         raise DataError("--strategy active needs --device (the mode space to decide over)")
-    ref = _reference(args, backend.device)
     earlier = None
     if args.out is not None and Path(args.out).is_file():
         earlier = read_csv(args.out, "--out")  # an earlier run of this command: resume
+        check_measurements(earlier, f"--out {args.out}")  # never a prediction taken as one
+    ref = _reference(args, backend.device)
 
     def say(line: str) -> None:
         if not args.quiet:

@@ -20,6 +20,8 @@ FASTEST_UNDER = "powertrain.decisions.optimise:fastest_under"
 SELECT = "powertrain.decisions.selection:select"
 #: the safety-margin options, as fastest_under / select keywords
 _MARGINS = {"margin_w": "margin", "k_sigma": "k_sigma"}
+#: configuration columns of other backends (NVML): numbers wherever they appear
+_OTHER_KNOBS = ("power_limit_w", "threads", "num_workers")
 
 
 def time_column(columns, name: str | None, power: str, source: str) -> str:
@@ -27,11 +29,13 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
     (optimise.TIME_COLUMNS), else the one predicted column besides ``power`` (a column
     with a ``_std`` partner, as a model's own target has)."""
     from ..decisions.optimise import TIME_COLUMNS
+    from ..schema import shown_columns
 
     columns = list(columns)
     if name is not None:
         if name not in columns:
-            raise DataError(f"{source}: --time {name}: no such column (has {', '.join(columns)})")
+            have = shown_columns(columns)
+            raise DataError(f"{source}: --time {name}: no such column (has {have})")
         return name
     for known in TIME_COLUMNS:
         if known in columns:
@@ -42,12 +46,32 @@ def time_column(columns, name: str | None, power: str, source: str) -> str:
     raise DataError(
         f"{source}: no time_ms or epoch_s column and no single other predicted column; name "
         "the time "
-        f"target with --time (columns: {', '.join(columns)})"
+        f"target with --time (columns: {shown_columns(columns)})"
     )
 
 
+def _check_table(est, time: str, power: str, source: str) -> None:
+    """Every row's configuration, time and power before anything is picked, errors naming
+    the file, row and column: the knobs numbers (the device's own settings where the
+    table names its device), time and power finite and positive."""
+    from ..devices.device import get_device
+    from ..errors import PowerTrainError
+    from ..schema import CONFIG_COLUMNS, check_columns, measured_rows
+
+    names = est["device"].dropna().astype(str).unique() if "device" in est.columns else []
+    try:  # a device of the catalog or a registered spec; an NVML GPU's name is neither
+        dev = get_device(names[0]) if len(names) == 1 else None
+    except PowerTrainError:
+        dev = None
+    if dev is not None:
+        dev.validate(est, source=source, batch_size="batch_size" in est.columns)
+    knobs = [c for c in (*CONFIG_COLUMNS, *_OTHER_KNOBS) if c in est.columns]
+    check_columns(est, [*knobs, time, power], source, positive=[time, power])
+    measured_rows(est, source)  # a 'measured' flag that is not True/False
+
+
 def cmd_select(args: argparse.Namespace) -> int:
-    from ..decisions.optimise import fastest_under, how_picked, pareto_front, safe_k_sigma
+    from ..decisions.optimise import pareto_front, pick_under
     from ..schema import read_csv
     from .tables import write_table
 
@@ -64,6 +88,7 @@ def cmd_select(args: argparse.Namespace) -> int:
             )
         args.k_sigma, args.margin = 0.0, 0.0
     time = time_column(est.columns, args.time, args.power, args.estimates)
+    _check_table(est, time, args.power, args.estimates)
     if args.front:
         front = pareto_front(est, time=time, power=args.power)
         write_table(front, args.front, args)
@@ -81,17 +106,16 @@ def cmd_select(args: argparse.Namespace) -> int:
             args.r,
             power_cap_w=args.power_cap,
             deadline_s=args.deadline,
+            source=args.estimates,
             **given(args, objective="objective", **_MARGINS),
         )
     else:
         if args.objective not in (None, "time") or args.deadline is not None:
             raise DataError("--objective energy and --deadline need --r (the batch-size r vector)")
-        k_sigma = safe_k_sigma(est, args.k_sigma, args.power)
-        margin = args.margin or 0.0
-        best = fastest_under(
-            est, args.power_cap, margin_w=margin, k_sigma=k_sigma, time=time, power=args.power
-        )
-        best.attrs["how"] = how_picked(k_sigma, margin)
+        best = pick_under(
+            est, args.power_cap, margin_w=args.margin or 0.0, k_sigma=args.k_sigma, time=time,
+            power=args.power, source=args.estimates,
+        )  # fmt: skip
     done(f"pick under {args.power_cap:g} W: {best.attrs.get('how', 'predicted')}")
     # the configuration exactly as the device has it; predictions to a few digits
     predicted = [time, args.power, "tt_acc", "energy_acc"]
@@ -107,14 +131,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fastest configuration under a power cap (and the Pareto front) from estimates",
         description="Read an estimates CSV (from `powertrain predict`, or measured) and print "
         "the fastest configuration whose power fits the cap. The time target is time_ms, or "
-        "the model's own (e.g. epoch_s for the real GPU traces), or the column --time names.",
+        "the model's own (e.g. epoch_s for the real GPU traces), or the column --time names. "
+        "Measured rows (a profiling output) count at their measured power; predicted ones "
+        "keep a margin of their uncertainty below the cap.",
     )
     p.add_argument(
         "estimates",
         help="CSV with power_w and time_ms (per minibatch) or epoch_s (per epoch), e.g. from "
         "`predict`; another time column with --time",
     )
-    p.add_argument("--power-cap", type=float, required=True, help="watts")
+    p.add_argument("--power-cap", type=float, required=True, help="power cap in watts")
     p.add_argument(
         "--time",
         metavar="COLUMN",
@@ -134,8 +160,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--k-sigma",
         type=float,
         default=None,
-        help="also keep k x power_w_std below the cap (default: 3 on a table with "
-        "power_w_std, i.e. predictions; 0 on measurements)",
+        help="also keep k x power_w_std below the cap on predicted rows (default: 3 where "
+        "they have power_w_std); measured rows (a profiling output: n_minibatches and "
+        "n_power_samples) are judged by their measured power, as decide judges them",
     )
     p.add_argument(
         "--plain",

@@ -24,5 +24,11 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = command(sub, "workloads", help="list catalog workloads (name, batch size, dataset)")
+    p = command(
+        sub,
+        "workloads",
+        help="list catalog workloads (name, batch size, dataset)",
+        description="List the catalog's workloads: name, default batch size and dataset, "
+        "the names `simulate`, `profile` and `demo` accept.",
+    )
     p.set_defaults(func=cmd_workloads)

@@ -188,14 +188,34 @@ def r_vector(
     progress: bool | None = None,
     name: str = "digits-cnn",
 ) -> pd.DataFrame:
-    """Samples to target per batch size (median over ``seeds``) and r (eq. 3).
+    """Samples to target per batch size (median over ``seeds``) and r (eq. 3): how
+    much more data a batch size needs to reach the same accuracy, by proxy training.
 
-    ``train_fn(batch_size, seed, target)`` may replace the built-in digits proxy (give
-    ``name`` to key its cache). Runs batch sizes x seeds in parallel (joblib,
-    ``n_jobs``); with ``cache_dir`` results are stored as JSON keyed by every setting and
-    the package version, and a cache that is corrupt or from other settings is recomputed
-    with a warning. Returns columns batch_size, samples (median), samples_min,
-    samples_max, r.
+    Parameters
+    ----------
+    batch_sizes : sequence of int
+        The batch sizes to compare.
+    seeds : sequence of int
+        One proxy training per seed and batch size; the median counts.
+    target_accuracy : float
+        The accuracy each training runs to.
+    train_fn : callable, optional
+        ``train_fn(batch_size, seed, target) -> samples`` in place of the built-in
+        digits CNN (give ``name`` to key its cache).
+    cache_dir : str or PathLike, optional
+        Results stored as JSON keyed by every setting and the package version; a cache
+        that is corrupt or from other settings is recomputed, with a warning.
+    n_jobs : int
+        Batch sizes x seeds run in parallel (joblib).
+    progress : bool, optional
+        A progress bar (default: on a terminal or in a notebook).
+    name : str
+        The proxy's name in the cache key.
+
+    Returns
+    -------
+    DataFrame
+        Columns batch_size, samples (median), samples_min, samples_max, r.
     """
     from joblib import Parallel, delayed
 
@@ -254,10 +274,26 @@ RSource = Union[str, os.PathLike, Mapping[int, float], pd.DataFrame]
 
 
 def load_r(source: RSource) -> pd.DataFrame:
-    """A user's r: a dict {batch_size: r or samples}, a DataFrame or a CSV with columns
-    ``batch_size`` and ``r`` (or ``samples`` to the target, or ``epochs`` to it, as a
-    training trace of a per-epoch GPU corpus gives). Returns batch_size, r (and samples
-    or epochs if given), r normalised by eq. 3."""
+    """A user's r, checked and normalised by eq. 3, from whichever form it comes in.
+
+    Parameters
+    ----------
+    source : dict, DataFrame, str or Path
+        A dict ``{batch_size: r or samples}``, or a table (a DataFrame or a CSV) with
+        columns ``batch_size`` and ``r`` (or ``samples`` to the target, or ``epochs`` to
+        it, as a training trace of a per-epoch GPU corpus gives).
+
+    Returns
+    -------
+    DataFrame
+        Columns batch_size and r (and samples or epochs where given).
+
+    Raises
+    ------
+    DataError
+        For a missing column, a bad batch size or a value that is not a positive number,
+        naming the file, row and column.
+    """
     where = "r"
     if isinstance(source, Mapping):
         df = pd.DataFrame({"batch_size": list(source), "r": list(source.values())})

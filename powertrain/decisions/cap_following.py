@@ -33,8 +33,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class CapSchedule:
-    """The power cap over training time: steps ``(t_s, power_cap_w)`` -- the cap from
-    ``t_s`` seconds after the start on -- or a callback ``(elapsed_s, minibatch) -> W``."""
+    """The power cap over training time, for :func:`follow`.
+
+    Parameters
+    ----------
+    steps : sequence of (float, float), optional
+        ``(t_s, power_cap_w)`` pairs: the cap from ``t_s`` seconds after the start on
+        (``from_csv`` reads them from a file).
+    callback : callable, optional
+        ``(elapsed_s, minibatch) -> watts``, asked before every minibatch. Give either
+        ``steps`` or ``callback``.
+    """
 
     def __init__(
         self,
@@ -120,6 +129,25 @@ class CapController:
     :class:`~powertrain.decisions.decide.Decision` carries). The fastest measured configuration
     under the cap wins; without one, the fastest unmeasured one whose predicted power +
     ``k_sigma`` x spread fits (marked unmeasured).
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        One row per candidate: ``config_columns``, ``cost``, ``power_w``,
+        ``power_w_std`` and ``measured``.
+    config_columns : sequence of str
+        The columns that make a configuration.
+    k_sigma : float
+        The margin, in predicted standard deviations of power, of an unmeasured pick.
+    board, reference, measurements : optional
+        What re-deciding an unsure cap needs (with ``budget`` > 0): the board, the
+        reference model and what was measured so far.
+    budget : int
+        Measurements a re-decision may spend per new cap (0: answer from the estimates).
+    tolerance : float, optional
+        The expected loss under which a cap's answer counts as sure.
+    decide_options : dict, optional
+        Further arguments of :func:`~powertrain.decisions.decide.decide` for re-decisions.
     """
 
     def __init__(
@@ -331,9 +359,31 @@ def follow(
     configuration between minibatches whenever the schedule's cap changes.
 
     ``controller``: anything with ``config_for(cap) -> CapPick`` (a
-    :class:`CapController`; a benchmark's oracle or re-profiler). ``on_switch(elapsed_s,
-    cap, config)`` is told of every switch. A cap under which nothing fits raises
-    :class:`NoFeasibleModeError` naming the time and cap.
+    :class:`CapController`; a benchmark's oracle or re-profiler).
+
+    Parameters
+    ----------
+    board : backend or Twin
+        The board that trains.
+    controller : object
+        Answers ``config_for(cap) -> CapPick``.
+    schedule : CapSchedule or callable
+        The cap over time (a callable: ``(elapsed_s, minibatch) -> watts``).
+    minibatches, samples : int
+        The training length: give one.
+    on_switch : callable, optional
+        ``on_switch(elapsed_s, cap, config)``, told of every switch.
+
+    Returns
+    -------
+    FollowResult
+        One row per stretch run in one configuration (``segments``), the training
+        seconds, and what the controller measured while following.
+
+    Raises
+    ------
+    NoFeasibleModeError
+        When nothing fits a cap, naming the time and the cap.
     """
     from ..backends import as_backend
 

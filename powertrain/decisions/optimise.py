@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..schema import check_columns
+from ..schema import check_columns, measured_rows
 
 #: the time columns a table may carry: per minibatch (Jetson profiling) or per epoch (GPUs)
 TIME_COLUMNS = ("time_ms", "epoch_s")
@@ -88,8 +88,22 @@ def pareto_front(
     est: pd.DataFrame, time: str | None = None, power: str = POWER_COLUMN
 ) -> pd.DataFrame:
     """Rows not dominated in (power, time): no other row is at least as good in both and
-    better in one. Sorted by power ascending (time then falls along the front).
-    ``time`` defaults to the table's time column (``time_ms`` or ``epoch_s``)."""
+    better in one.
+
+    Parameters
+    ----------
+    est : DataFrame
+        Estimates or measurements, one row per configuration.
+    time : str, optional
+        The time column; default the table's own (``time_ms`` or ``epoch_s``).
+    power : str
+        The power column (``power_w``).
+
+    Returns
+    -------
+    DataFrame
+        The rows of the front, sorted by power ascending (time then falls along it).
+    """
     time = time or time_column(est)
     df = check_columns(est, [time, power], source="pareto_front", positive=[time, power])
     order = np.lexsort((df[time].to_numpy(), df[power].to_numpy()))
@@ -107,6 +121,7 @@ def fastest_under(
     k_sigma: float = 0.0,
     time: str | None = None,
     power: str = POWER_COLUMN,
+    source: str = "fastest_under",
 ) -> pd.Series:
     """The fastest row whose predicted power + ``margin_w`` + ``k_sigma`` x ``power_w_std``
     stays within ``power_cap_w``.
@@ -118,8 +133,35 @@ def fastest_under(
     most the hardware lets each row draw), the guarded power never exceeds it: a row
     whose limit already keeps it under the cap needs no margin, because the hardware
     guarantees what the model can only estimate. Rows measured on the board (spread 0,
-    :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement. Raises
-    :class:`NoFeasibleModeError` naming the lowest reachable power when nothing fits.
+    :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement.
+
+    Parameters
+    ----------
+    est : DataFrame
+        Estimates (from :meth:`Predictor.predict`) or measurements.
+    power_cap_w : float
+        The power cap in watts (> 0).
+    margin_w : float
+        A fixed safety margin in watts kept below the cap.
+    k_sigma : float
+        A margin of this many predicted standard deviations of power (needs a
+        ``power_w_std`` column); 0 is the paper's plain pick.
+    time : str, optional
+        The column to minimise; default the table's time column.
+    power : str
+        The power column.
+    source : str, optional
+        Names the table in errors (a file name).
+
+    Returns
+    -------
+    Series
+        The chosen row.
+
+    Raises
+    ------
+    NoFeasibleModeError
+        When nothing fits, naming the lowest reachable power.
     """
     power_cap_w = _number("power_cap_w", power_cap_w, positive=True)
     margin_w = _number("margin_w", margin_w)
@@ -129,14 +171,14 @@ def fastest_under(
     cols = [time, power] + ([spread] if k_sigma > 0 else [])
     if k_sigma > 0 and spread not in est.columns:
         raise DataError(f"k_sigma > 0 needs a '{spread}' column (predict with a Predictor)")
-    df = check_columns(est, cols, source="fastest_under", positive=[time, power])
+    df = check_columns(est, cols, source=source, positive=[time, power])
     guard = df[power] + margin_w
     if k_sigma > 0:
         std = df[spread]
         if (std < 0).any():
             i = int(np.flatnonzero((std < 0).to_numpy())[0])
             raise DataError(
-                f"fastest_under: row {i + 1}, column '{spread}': {float(std.iloc[i]):g} is "
+                f"{source}: row {i + 1}, column '{spread}': {float(std.iloc[i]):g} is "
                 "negative; a spread must be >= 0"
             )
         guard = guard + k_sigma * std
@@ -158,19 +200,55 @@ def fastest_under(
     return est.iloc[best]
 
 
-def safe_k_sigma(est: pd.DataFrame, k_sigma: float | None, power: str = POWER_COLUMN) -> float:
+def safe_k_sigma(
+    est: pd.DataFrame, k_sigma: float | None, power: str = POWER_COLUMN, source: str | None = None
+) -> float:
     """``k_sigma`` as given; None: :data:`SAFE_K_SIGMA` where ``est`` carries a predicted
-    spread (``power_w_std``), else 0 (a measured table has no spread to keep)."""
+    spread (``power_w_std`` on a row that is not a measurement, by
+    :func:`~powertrain.schema.measured_rows`), else 0 (a measurement has no prediction
+    error to keep below the cap)."""
     if k_sigma is not None:
         return _number("k_sigma", k_sigma)
-    return SAFE_K_SIGMA if f"{power}_std" in est.columns else 0.0
+    predicted = f"{power}_std" in est.columns and not measured_rows(est, source).all()
+    return SAFE_K_SIGMA if predicted else 0.0
 
 
-def how_picked(k_sigma: float, margin_w: float = 0.0) -> str:
-    """How a prediction-only pick was made, in the words every surface prints."""
-    parts = [f"{k_sigma:g} sigma"] if k_sigma > 0 else []
+def how_picked(k_sigma: float, margin_w: float = 0.0, measured: bool = False) -> str:
+    """How a pick was made, in the words every surface prints: ``measured`` (judged by
+    its measurement, as ``decide`` judges one), else predicted, with any margin."""
+    parts = [f"{k_sigma:g} sigma"] if k_sigma > 0 and not measured else []
     parts += [f"{margin_w:g} W"] if margin_w > 0 else []
-    return f"predicted with a margin ({' + '.join(parts)})" if parts else "predicted"
+    what = "measured" if measured else "predicted"
+    return f"{what} with a margin ({' + '.join(parts)})" if parts else what
+
+
+def pick_under(
+    est: pd.DataFrame,
+    power_cap_w: float,
+    margin_w: float = 0.0,
+    k_sigma: float | None = None,
+    time: str | None = None,
+    power: str = POWER_COLUMN,
+    source: str = "fastest_under",
+) -> pd.Series:
+    """:func:`fastest_under` with the one measured/predicted rule: a measured row
+    (:func:`~powertrain.schema.measured_rows`) is judged by its measured power alone, as
+    ``decide`` judges its picks (its sample spread is no prediction error); a predicted
+    row keeps ``k_sigma`` (default :func:`safe_k_sigma`) of its spread below the cap.
+    The pick is ``est``'s own row; ``attrs["how"]`` says how it was judged."""
+    measured = measured_rows(est, source)
+    k = safe_k_sigma(est, k_sigma, power, source)
+    spread = f"{power}_std"
+    judged = est.assign(_row=np.arange(len(est)))
+    if k > 0 and spread in est.columns and measured.any():
+        judged[spread] = pd.to_numeric(judged[spread], errors="coerce").where(~measured, 0.0)
+    best = fastest_under(
+        judged, power_cap_w, margin_w=margin_w, k_sigma=k, time=time, power=power, source=source
+    )
+    row = int(best["_row"])
+    pick = est.iloc[row].copy()
+    pick.attrs["how"] = how_picked(k, margin_w, measured=bool(measured[row]))
+    return pick
 
 
 def _number(name: str, value: object, positive: bool = False) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..schema import check_columns
+from ..schema import check_columns, shown_columns
 from .optimise import columns_of, fastest_under, pareto_front
 
 
@@ -33,7 +33,7 @@ def _knobs(table: pd.DataFrame, columns: Sequence[str] | None, what: str) -> lis
     if not knobs:
         raise DataError(
             f"{what}: cannot tell which columns are the device's knobs (found "
-            f"{', '.join(map(str, table.columns))}); pass columns=[...]"
+            f"{shown_columns(table.columns)}); pass columns=[...]"
         )
     return list(knobs)
 
@@ -49,10 +49,26 @@ def refine_modes(
 
     First the predicted fastest mode under each of ``n`` caps spread evenly over
     ``power_range`` (watts), then — if those coincide — more modes of the predicted
-    Pareto front inside the range, from the middle outwards. Modes in ``exclude``
-    (already profiled) are skipped. Returns rows of ``estimates`` (at most ``n``).
-    ``columns`` (what makes a mode) default to the device's knobs; the time column is
-    the table's (``time_ms`` per minibatch or ``epoch_s``).
+    Pareto front inside the range, from the middle outwards.
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        A model's predictions over the candidate modes.
+    n : int
+        How many modes to return (>= 1).
+    power_range : (float, float)
+        The lowest and highest cap of interest, in watts.
+    exclude : DataFrame, optional
+        Modes already profiled: skipped.
+    columns : sequence of str, optional
+        What makes a mode; default the device's knobs. The time column is the table's
+        (``time_ms`` per minibatch or ``epoch_s``).
+
+    Returns
+    -------
+    DataFrame
+        At most ``n`` rows of ``estimates``.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise DataError(f"n must be a positive integer, got {n!r}")
@@ -62,6 +78,7 @@ def refine_modes(
     columns = _knobs(estimates, columns, "refine_modes")
     cols = columns_of(estimates)
     est = check_columns(estimates, [*columns, cols.time, cols.power], source="refine_modes")
+    est = est.reset_index(drop=True)  # by position: any index, duplicated labels too
     keys = _keys(est, columns)
     taken = set() if exclude is None else set(_keys(exclude, columns))
     chosen: list = []
@@ -85,7 +102,7 @@ def refine_modes(
         order = sorted(range(len(inside)), key=lambda i: abs(i - mid))
         for i in order:
             take(inside.index[i])
-    return estimates.loc[chosen]
+    return estimates.iloc[chosen]
 
 
 def with_observed(
@@ -95,8 +112,22 @@ def with_observed(
     ``samples`` in place of the prediction (and a zero spread: it was measured).
 
     Why: a pick among profiled candidates should rest on what the board showed, not on
-    a model that smooths over it. ``columns`` default to the device's knobs (plus the
-    batch size when both tables have it); the targets are the table's time and power.
+    a model that smooths over it.
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        A model's predictions.
+    samples : DataFrame
+        What the board measured.
+    columns : sequence of str, optional
+        What makes a configuration; default the device's knobs (plus the batch size
+        when both tables have it). The targets are the table's time and power.
+
+    Returns
+    -------
+    DataFrame
+        A copy of ``estimates``, measured rows at their measured values with spread 0.
     """
     if columns is None:  # the batch size is part of a configuration when both tables have it
         both = "batch_size" in estimates.columns and "batch_size" in samples.columns

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..data.batch_efficiency import RSource, load_r
 from ..errors import DataError, NoFeasibleModeError
-from .optimise import _number, columns_of, fastest_under, how_picked, safe_k_sigma
+from ..schema import check_columns, shown_columns
+from .optimise import _number, columns_of, pick_under
 
 OBJECTIVES = ("time", "energy")
 
@@ -33,7 +34,7 @@ def time_to_accuracy(estimates: pd.DataFrame, r: RSource, time: str | None = Non
     time = time or cols.time
     if time not in estimates.columns:
         raise DataError(f"estimates have no time column '{time}' (found "
-                        f"{', '.join(map(str, estimates.columns))})")  # fmt: skip
+                        f"{shown_columns(estimates.columns)})")  # fmt: skip
     rv = load_r(r)
     have = set(rv.batch_size)
     sizes = set(estimates["batch_size"].astype(int))
@@ -74,14 +75,17 @@ def select(
     deadline_s: float | None = None,
     margin_w: float = 0.0,
     k_sigma: float | None = None,
+    source: str = "select",
 ) -> pd.Series:
     """The (batch size, power mode) row minimising time (or energy) to accuracy whose
     predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
 
-    ``k_sigma=None`` (default) keeps :data:`~powertrain.decisions.optimise.SAFE_K_SIGMA` predicted
-    sigmas below the cap when the table has a ``power_w_std`` column (a prediction), none
-    on a measured table; ``k_sigma=0`` is the paper's plain pick. The pick's
-    ``attrs["how"]`` says which: ``"predicted with a margin (3 sigma)"`` or ``"predicted"``.
+    ``k_sigma=None`` (default) keeps :data:`~powertrain.decisions.optimise.SAFE_K_SIGMA`
+    predicted sigmas below the cap on predicted rows; a measured row
+    (:func:`~powertrain.schema.measured_rows`: a profiling output) is judged by its
+    measured power, as ``decide`` judges one; ``k_sigma=0`` is the paper's plain pick. The
+    pick's ``attrs["how"]`` says which: ``"measured"``, ``"predicted with a margin (3
+    sigma)"`` or ``"predicted"``. ``source`` names the table in errors (a file name).
 
     ``deadline_s`` (needs r with absolute ``samples``, or ``epochs`` for a per-epoch
     table) keeps only rows that reach the target in time — with ``objective="energy"``
@@ -93,6 +97,8 @@ def select(
     if objective not in OBJECTIVES:
         raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     cols = columns_of(estimates)
+    if cols.time in estimates.columns:  # rows named as given, before they are reordered
+        check_columns(estimates, [cols.time, cols.power], source, positive=[cols.power])
     est = time_to_accuracy(estimates, r)
     if deadline_s is not None:
         deadline_s = _number("deadline_s", deadline_s, positive=True)
@@ -110,10 +116,7 @@ def select(
     # deterministic ties: cost, then power, then batch size, then the original order
     keys = (est["batch_size"].to_numpy(), est[cols.power].to_numpy(), est[cost].to_numpy())
     order = np.lexsort((np.arange(len(est)), *keys))
-    k_sigma = safe_k_sigma(est, k_sigma, cols.power)
-    pick = fastest_under(
+    return pick_under(
         est.iloc[order], power_cap_w, margin_w=margin_w, k_sigma=k_sigma, time=cost,
-        power=cols.power,
+        power=cols.power, source=source,
     )  # fmt: skip
-    pick.attrs["how"] = how_picked(k_sigma, margin_w)
-    return pick

@@ -56,7 +56,15 @@ def _integers(df: pd.DataFrame) -> pd.DataFrame:
 
 
 class Device:
-    """A board model from the catalog (or a user spec) and its power-mode space."""
+    """A board model from the catalog (or a user spec) and its power-mode space: every
+    mode, the profiling grid, the vendor's presets and seeded samples, as tables.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        What the package knows of the board (:func:`get_device` builds one from an id,
+        file or dict).
+    """
 
     def __init__(self, spec: DeviceSpec):
         self.spec = spec
@@ -87,12 +95,29 @@ class Device:
         """Every combination of the knobs' values (Jetson: cores x CPU x GPU x memory).
 
         Refuses (:class:`ModeError`, naming the size) a space of more than
-        :data:`MAX_MODES` modes: use :meth:`iter_power_modes` for those."""
+        :data:`MAX_MODES` modes: use :meth:`iter_power_modes` for those.
+
+        Returns
+        -------
+        DataFrame
+            One row per mode, one column per knob (Orin AGX: 18,096 rows).
+        """
         return _grid(self.spec.knob_tables(), f"{self.name}'s power-mode space")
 
     def iter_power_modes(self, chunk: int = CHUNK_MODES) -> Iterator[pd.DataFrame]:
         """The rows of :meth:`power_modes`, in the same order, ``chunk`` at a time: bounded
-        memory at any size (each chunk's index continues the previous one's)."""
+        memory at any size.
+
+        Parameters
+        ----------
+        chunk : int
+            Rows per chunk.
+
+        Returns
+        -------
+        iterator of DataFrame
+            The chunks; each one's index continues the previous one's.
+        """
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise DataError(f"chunk must be an integer >= 1, got {chunk!r}")
         tables = self.spec.knob_tables()
@@ -106,6 +131,11 @@ class Device:
         """The subset a reference corpus profiles (Orin AGX: the paper's 4,368 modes).
 
         Devices without a published grid fall back to every mode.
+
+        Returns
+        -------
+        DataFrame
+            One row per mode of the grid, one column per knob.
         """
         g = self.spec.profiling_grid
         if not g:
@@ -117,7 +147,13 @@ class Device:
         """The vendor's nvpmodel modes as the board runs them, with ``name`` and
         ``budget_w`` columns, and ``gpu_tpcs`` (the TPCs left on) when the spec gives
         the TPC count. A preset may use clocks outside the custom-mode tables and gate
-        TPCs, which no custom mode does; ``validate(..., presets=True)`` accepts them."""
+        TPCs, which no custom mode does; ``validate(..., presets=True)`` accepts them.
+
+        Returns
+        -------
+        DataFrame
+            One row per preset: ``name``, ``budget_w``, the knobs (and ``gpu_tpcs``).
+        """
         tpcs = "gpu_tpcs" in self.spec.hardware
         cols = ["name", "budget_w", *self.knobs, *(["gpu_tpcs"] if tpcs else [])]
         rows = []
@@ -131,7 +167,13 @@ class Device:
 
     def maxn(self) -> pd.DataFrame:
         """The fastest mode: every knob at its largest value (Jetson: all cores, every
-        frequency at its maximum; a GPU: the largest power limit). One row."""
+        frequency at its maximum; a GPU: the largest power limit).
+
+        Returns
+        -------
+        DataFrame
+            One row.
+        """
         tables = self.spec.knob_tables()
         return _grid({k: [max(v)] for k, v in tables.items()})
 
@@ -140,9 +182,23 @@ class Device:
     ) -> pd.DataFrame:
         """``n`` distinct modes drawn at random (from ``modes``, default every mode).
 
-        ``stratified`` spreads the draw over cells of the spec's ``stratify_by`` knobs
-        (Jetson: GPU x memory frequency, the two that move time and power most), so
-        small samples still cover the space.
+        Parameters
+        ----------
+        n : int
+            How many modes.
+        seed : int
+            The draw's seed: the same seed gives the same modes.
+        stratified : bool
+            Spread the draw over cells of the spec's ``stratify_by`` knobs (Jetson: GPU x
+            memory frequency, the two that move time and power most), so small samples
+            still cover the space.
+        modes : DataFrame, optional
+            The modes to draw from (e.g. :meth:`profiling_grid`); default every mode.
+
+        Returns
+        -------
+        DataFrame
+            ``n`` distinct modes.
         """
         if modes is None and not stratified:
             # draw positions in the mode space and decode them: the same rows as indexing
@@ -193,6 +249,16 @@ class Device:
         grid has an antichain of 13). ``reset_before`` is True on the first row of each
         chain: the profiler restores the top settings (or the user reboots) there. A
         device without such knobs is swept high to low with no reset.
+
+        Parameters
+        ----------
+        modes : DataFrame
+            The modes to sweep.
+
+        Returns
+        -------
+        DataFrame
+            The same modes in sweep order, with a ``reset_before`` column.
         """
         df = self.validate(modes, source="sweep_order")
         down = list(self.spec.step_down)
@@ -229,6 +295,27 @@ class Device:
         With ``presets`` a row that is exactly one of the vendor's presets passes too
         (its clocks may lie outside the custom-mode tables). A ``gpu_tpcs`` column, when
         present, must be a whole number of TPCs the device has, fewer only in a preset.
+
+        Parameters
+        ----------
+        modes : DataFrame
+            The modes to check.
+        source : str, optional
+            What to call the table in errors (its file).
+        batch_size : bool
+            Also check a ``batch_size`` column (numbers > 0).
+        presets : bool
+            Accept the vendor's presets as they are.
+
+        Returns
+        -------
+        DataFrame
+            The modes, frequencies snapped to the device's exact table values.
+
+        Raises
+        ------
+        ModeError
+            For a setting the device does not have, naming the row and column.
         """
         cols = self.config_columns if batch_size else self.knobs
         df = check_columns(modes, cols, source=source, positive=cols)
@@ -274,7 +361,24 @@ class Device:
 
 
 def get_device(spec: SpecLike | Device) -> Device:
-    """A :class:`Device` from a catalog id (``"orin-agx"``), a spec file, a dict or a spec."""
+    """A device by catalog id, spec file, dict or spec: one way in for all of them.
+
+    Parameters
+    ----------
+    spec : str, Path, dict, DeviceSpec or Device
+        A catalog id (``"orin-agx"``, see :func:`device_names`), a registered id, a JSON
+        spec file, a dict with the spec's fields, a spec, or a device (returned as is).
+
+    Returns
+    -------
+    Device
+        The device: its power modes, profiling grid, presets and samples.
+
+    Raises
+    ------
+    SpecError
+        For an unknown id or a malformed spec, naming the field.
+    """
     if isinstance(spec, Device):
         return spec
     return Device(load_device_spec(spec))

@@ -8,6 +8,7 @@ a spec object anywhere a catalog name is accepted.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -49,6 +50,35 @@ class DeviceSpec:
     the knob rises) or -1 (never rises); ``power_cap`` names a knob that is itself a
     power limit in watts (a GPU's ``power_limit_w``: inferred when that knob exists and
     the spec does not say).
+
+    Parameters
+    ----------
+    name : str
+        The device's id, as samples carry it in their ``device`` column.
+    cores, cpu_mhz, gpu_mhz, mem_mhz : int, tuple of float
+        A Jetson's knobs: the CPU core count and the settable frequency tables (MHz).
+    knobs : dict
+        Any other device's knobs: name -> settable values.
+    step_down, stratify_by : tuple of str
+        Knobs that cannot be raised without a reset; knobs a stratified sample spreads
+        over.
+    description : str
+        One line for people.
+    min_cores : int
+        The fewest online cores a mode may have.
+    presets, preset_tables : tuple of dict, dict
+        The vendor's named modes, and the tables they run on where those differ.
+    hardware, twin, sysfs : dict
+        Datasheet facts, the digital twin's physical parameters, and the board's sysfs
+        paths (docs/jetson.md).
+    profiling_grid : dict, optional
+        The knob values of the paper's profiling grid (Orin AGX: 4,368 modes).
+    monotone : dict
+        Per target, per knob: +1 (never falls as the knob rises) or -1 (never rises).
+    power_cap : str, optional
+        The knob that is itself a power limit in watts.
+    extra : dict
+        Keys of the spec file the package does not read, kept.
     """
 
     name: str
@@ -118,8 +148,23 @@ class DeviceSpec:
 class WorkloadSpec:
     """A DNN training workload as the twin and the reports see it.
 
-    ``params`` is free-form physics for the twin (FLOPs per sample, bytes moved, CPU
-    work per minibatch, ...); the twin documents which keys it reads.
+    Parameters
+    ----------
+    name : str
+        The workload's name (``"resnet18"``).
+    description : str
+        One line for people.
+    default_batch_size : int
+        The batch size profiled when none is given.
+    num_workers : int
+        Data-loader workers (0: loading is serial with compute, as YOLO in the paper).
+    dataset_samples : int, optional
+        Samples per epoch, for time per epoch.
+    params : dict
+        Free-form physics for the twin (FLOPs per sample, bytes moved, CPU work per
+        minibatch, ...); docs/twin.md says which keys it reads.
+    extra : dict
+        Keys of the spec file the package does not read, kept.
     """
 
     name: str
@@ -397,12 +442,24 @@ def _catalog_names(kind: str) -> list[str]:
 
 
 def device_names() -> list[str]:
-    """Catalog ids of the shipped devices."""
+    """Catalog ids of the shipped devices (what :func:`get_device` accepts by name).
+
+    Returns
+    -------
+    list of str
+        The ids, sorted.
+    """
     return _catalog_names("devices")
 
 
 def workload_names() -> list[str]:
-    """Catalog names of the shipped workloads."""
+    """Catalog names of the shipped workloads (what :func:`get_workload` accepts).
+
+    Returns
+    -------
+    list of str
+        The names, sorted.
+    """
     return _catalog_names("workloads")
 
 
@@ -428,8 +485,26 @@ def register_device(spec: str | Path | dict | DeviceSpec) -> DeviceSpec:
 
     Why: samples and models name their device by id; once registered, that id resolves
     everywhere a catalog id does (``fit``, ``transfer``, ``predict``, ``select``, the CLI,
-    reports). Registering again under the same id replaces the spec. A catalog id can
-    only be registered with the catalog's own spec.
+    reports). Registering the same spec again is a no-op (every corpus sidecar that
+    declares its device registers it); registering a different spec under an id already
+    registered replaces it with a :class:`RuntimeWarning` naming the id, so a session
+    never mixes two devices under one name unawares. A catalog id can only be registered
+    with the catalog's own spec.
+
+    Parameters
+    ----------
+    spec : str, Path, dict or DeviceSpec
+        A JSON spec file, a dict with the spec's fields, or a spec.
+
+    Returns
+    -------
+    DeviceSpec
+        The registered spec.
+
+    Raises
+    ------
+    SpecError
+        For a malformed spec, a name that is a path, or a catalog id with another spec.
     """
     if isinstance(spec, DeviceSpec):
         s = spec
@@ -452,6 +527,15 @@ def register_device(spec: str | Path | dict | DeviceSpec) -> DeviceSpec:
                 "give your spec its own 'name'"
             )
         return s
+    before = _REGISTRY.get(s.name)
+    if before is not None and before != s:
+        warnings.warn(
+            f"device {s.name!r} was registered with another spec this session; it is "
+            "replaced by this one (models and samples naming it now resolve to the new "
+            "knobs): give a different device its own 'name'",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     _REGISTRY[s.name] = s
     return s
 

@@ -6,7 +6,24 @@ from .specs import SpecLike, WorkloadSpec, load_workload_spec, workload_names
 
 
 def get_workload(spec: SpecLike) -> WorkloadSpec:
-    """A :class:`WorkloadSpec` from a catalog name, a JSON spec file, a dict or a spec."""
+    """A workload by catalog name, spec file, dict or spec: one way in for all of them.
+
+    Parameters
+    ----------
+    spec : str, Path, dict or WorkloadSpec
+        A catalog name (``"resnet18"``, see :func:`workload_names`), a JSON spec file, a
+        dict with the spec's fields, or a spec.
+
+    Returns
+    -------
+    WorkloadSpec
+        The workload's spec.
+
+    Raises
+    ------
+    SpecError
+        For an unknown name or a malformed spec, naming the field.
+    """
     return load_workload_spec(spec)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from ..devices.device import check_device
 from ..errors import DataError, ModelFileError
 from ..reserved import reserved_column
-from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns
+from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS, check_columns, shown_columns
 
 #: below this many rows a transfer (or a fit) has nothing to validate on; a table also
 #: needs one row per input (a Jetson's five: 5 rows; a GPU's clock and batch size: 3)
@@ -251,7 +251,7 @@ def config_table(
     if missing:  # typically modes of a device with other knobs than the model's
         raise DataError(
             f"modes: missing column(s) {', '.join(missing)}; this model reads "
-            f"{', '.join(inputs)}, the modes have {', '.join(map(str, modes.columns))}"
+            f"{', '.join(inputs)}, the modes have {shown_columns(modes.columns)}"
         )
     check_columns(
         out, inputs, source="modes", positive=inputs if catalog_knobs else (), nonnegative=inputs
@@ -277,7 +277,8 @@ def warn_one_batch_size(frame: pd.DataFrame, ranges: Mapping[str, list[float]]) 
     trained = ranges.get("batch_size")
     if trained is None or trained[0] != trained[1] or "batch_size" not in frame.columns:
         return
-    asked = sorted(set(frame["batch_size"].astype(float)) - {trained[0]})
+    sizes = np.unique(frame["batch_size"].to_numpy(dtype=np.float64))  # a set, at C speed
+    asked = sorted(set(sizes.tolist()) - {trained[0]})
     if asked:
         warnings.warn(
             f"predict: the model was trained at batch size {trained[0]:g} only, so it "

@@ -18,7 +18,9 @@ sweeps the per-clock deviations from a smooth curve are shared by all computatio
 GPU, so a smooth prior would throw information away (docs/gpu-clocks.md has the
 figures). With the k clocks nearly equal in the reference (all under the power cap, say)
 the slope is not identified and the map falls back to a pure scale (``alpha = 0``); a
-non-positive slope, which no physics allows, does too.
+non-positive slope, which no physics allows, does too, and so does a fit that would
+predict a value <= 0 anywhere on the reference's clocks (an ill-conditioned fit: a
+warning says so), so a prediction is never a negative time or power.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..schema import shown_columns
 
 #: a reference spread (std / mean over the k clocks) below this identifies no slope
 MIN_SPREAD = 1e-3
@@ -37,7 +40,7 @@ MIN_SPREAD = 1e-3
 
 def _column(df: pd.DataFrame, col: str, where: str) -> np.ndarray:
     if col not in df.columns:
-        raise DataError(f"{where}: no column {col!r} (columns: {', '.join(map(str, df.columns))})")
+        raise DataError(f"{where}: no column {col!r} (columns: {shown_columns(df.columns)})")
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
@@ -45,14 +48,26 @@ def _column(df: pd.DataFrame, col: str, where: str) -> np.ndarray:
     return values
 
 
-def affine_map(ref_at_samples: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+def affine_map(
+    ref_at_samples: np.ndarray, y: np.ndarray, ref_range: np.ndarray | None = None
+) -> tuple[float, float]:
     """``(alpha, beta)`` with ``y ~ alpha + beta * ref``; a pure scale when the slope is
-    not identified or not positive."""
+    not identified or not positive, or when the map would give a value <= 0 for a
+    reference value in ``ref_range`` (all the reference's values: where it predicts)."""
     scale = float(np.mean(y / ref_at_samples))
     if len(y) < 2 or np.std(ref_at_samples) < MIN_SPREAD * np.mean(ref_at_samples):
         return 0.0, scale
     beta, alpha = np.polyfit(ref_at_samples, y, 1)
     if not beta > 0:
+        return 0.0, scale
+    if ref_range is not None and not np.all(alpha + beta * ref_range > 0):
+        warnings.warn(
+            f"the fitted map ({alpha:.3g} + {beta:.3g} x reference) would predict values <= 0 "
+            "at some of the reference's clocks (the measured clocks barely differ in the "
+            "reference): a pure scale is used instead; measure clocks further apart",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return 0.0, scale
     return float(alpha), float(beta)
 
@@ -106,16 +121,41 @@ class ClockTransfer:
             )
         return np.interp(clocks, f, v)
 
+    def _targets(self) -> tuple[str, ...]:
+        """The target columns: one name given as a string is one target, not letters."""
+        targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
+        if not targets or not all(isinstance(t, str) for t in targets):
+            raise DataError(
+                f"targets must name the columns to predict, e.g. ('time_ms', 'power_w'); "
+                f"got {self.targets!r}"
+            )
+        return targets
+
+    def _check_reference(self) -> None:
+        if not isinstance(self.reference, pd.DataFrame) or self.reference.empty:
+            raise DataError("reference: the table has no rows; give the reference measured "
+                            f"at several {self.clock} values")  # fmt: skip
+        for col in (self.clock, *self._targets()):
+            _column(self.reference, col, "reference")
+        n = self.reference[self.clock].nunique()
+        if n < 2:
+            raise DataError(
+                f"reference: measured at one {self.clock} only "
+                f"({float(self.reference[self.clock].iloc[0]):g}); it carries no clock curve: "
+                f"give it at 2 or more {self.clock} values"
+            )
+
     def fit(self, X: pd.DataFrame, y: object = None) -> ClockTransfer:
         """Fit ``alpha``, ``beta`` per target on the measured clocks in ``X``."""
-        for col in (self.clock, *self.targets):
-            _column(self.reference, col, "reference")
+        self._check_reference()
         clocks = _column(X, self.clock, "samples")
         if len(np.unique(clocks)) < 2:
             raise DataError(f"samples: give at least 2 distinct {self.clock} values")
         self.coef_ = {}
-        for t in self.targets:
-            self.coef_[t] = affine_map(self._reference_at(clocks, t), _column(X, t, "samples"))
+        for t in self._targets():
+            everywhere = self.reference.groupby(self.clock)[t].mean().to_numpy(float)
+            ref = self._reference_at(clocks, t)
+            self.coef_[t] = affine_map(ref, _column(X, t, "samples"), everywhere)
         return self
 
     def predict(self, X: pd.DataFrame) -> pd.DataFrame:
@@ -124,7 +164,7 @@ class ClockTransfer:
             raise DataError("this ClockTransfer is not fitted: call fit(samples) first")
         clocks = _column(X, self.clock, "X")
         out = {}
-        for t in self.targets:
+        for t in self.coef_:
             alpha, beta = self.coef_[t]
             out[t] = alpha + beta * self._reference_at(clocks, t)
         return pd.DataFrame(out, index=X.index)

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
@@ -342,11 +341,7 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         seed = settings["random_state"]
         t = self._ty(y)
         n_folds = min(int(self.transfer_cv_folds), len(X) // 2)
-        folds = (
-            list(KFold(n_folds, shuffle=True, random_state=seed + 1).split(X))
-            if n_folds >= 2
-            else []
-        )
+        folds = list(_kfold(n_folds, seed + 1).split(X)) if n_folds >= 2 else []
         blend = bool(self.transfer_blend)
         states = self._batched_fine_tunes(X, y, folds, settings)
         errors = self._kfold_errors(
@@ -928,3 +923,11 @@ def _torch_seed(random_state: int | np.random.RandomState | None) -> int:
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         return int(random_state)
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def _kfold(n_folds: int, seed: int) -> Any:
+    """scikit-learn's KFold, imported on first use: sklearn.model_selection (and
+    sklearn.metrics with it) is import time that ``powertrain predict`` never needs."""
+    from sklearn.model_selection import KFold
+
+    return KFold(n_folds, shuffle=True, random_state=seed)

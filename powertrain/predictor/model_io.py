@@ -468,7 +468,13 @@ def _constraints(raw: Any, meta: dict) -> dict:
 
 
 def pretrained_names() -> list[str]:
-    """Names accepted by :func:`load_pretrained`, e.g. ``["orin-agx/mobilenetv3", ...]``."""
+    """The shipped reference models, by the name ``Predictor.from_pretrained`` takes.
+
+    Returns
+    -------
+    list of str
+        ``"device/workload"`` names, e.g. ``["orin-agx/mobilenetv3", ...]``.
+    """
     root = resources.files(PRETRAINED_PACKAGE)
     names = []
     for device in root.iterdir():

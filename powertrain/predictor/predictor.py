@@ -118,6 +118,18 @@ class Predictor(BaseEstimator):
         ``corpus`` needs the input columns plus the targets; a ``device``/``workload``
         column, when present, is recorded as provenance. With ``reference`` set this is a
         transfer from that model instead (with this estimator's transfer settings).
+
+        Parameters
+        ----------
+        corpus : DataFrame
+            One row per profiled configuration: the inputs and the targets.
+        source : str, optional
+            The corpus's name or file, for error messages and provenance.
+
+        Returns
+        -------
+        Predictor
+            This predictor, fitted.
         """
         if self.reference is not None:
             return self._fit_by_transfer(corpus, source)
@@ -174,6 +186,22 @@ class Predictor(BaseEstimator):
         samples must have this predictor's inputs: a device with other knobs is an
         error. This predictor is left untouched. Warns (:class:`ExtrapolationWarning`)
         if the samples leave the reference's ranges.
+
+        Parameters
+        ----------
+        samples : DataFrame
+            The new workload's profiled samples (about 50): inputs and targets.
+        random_state : int, optional
+            Seed of the transfer; default this predictor's.
+        source : str, optional
+            The samples' name or file, for error messages and provenance.
+        **params
+            Estimator settings for this call only (``loss="mape"``, ``transfer_epochs``).
+
+        Returns
+        -------
+        Predictor
+            A new, fitted predictor.
         """
         check_is_fitted(self, "heads_")
         self._check_same_knobs(samples, source)
@@ -328,6 +356,21 @@ class Predictor(BaseEstimator):
         says what each head's transfer kept in ``.attrs["transfer_choice"]`` (as
         ``info_["transfer"]["choice"]``: the fine-tuned network, the corrected
         reference, the samples-only model or a blend, with weights).
+
+        Parameters
+        ----------
+        modes : DataFrame
+            One row per configuration (the model's input columns).
+        batch_size : int or iterable of int, optional
+            One size for every row, or several (each mode repeated per size); default
+            the ``batch_size`` column of ``modes``.
+        return_std : bool
+            Also the 1-sigma spreads ``time_ms_std`` and ``power_w_std``.
+
+        Returns
+        -------
+        DataFrame
+            ``modes`` with the predicted columns added.
         """
         check_is_fitted(self, "heads_")
         frame = checks.config_table(
@@ -389,14 +432,37 @@ class Predictor(BaseEstimator):
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
-        """Write a model directory (tensors + JSON, no pickle); see ``model_io``."""
+        """Write a model directory (tensors + JSON, no pickle: loading one runs no code).
+
+        Parameters
+        ----------
+        path : str or Path
+            The directory to write.
+
+        Returns
+        -------
+        Path
+            The directory written.
+        """
         from .model_io import save_predictor
 
         return save_predictor(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> Predictor:
-        """Read a model directory written by :meth:`save`; refuses anything suspicious."""
+        """Read a model directory written by :meth:`save`; refuses anything suspicious
+        (a file it did not write, a checksum that does not match).
+
+        Parameters
+        ----------
+        path : str or Path
+            The model directory.
+
+        Returns
+        -------
+        Predictor
+            The fitted predictor.
+        """
         from .model_io import load_predictor
 
         model = load_predictor(path, cls)
@@ -405,7 +471,18 @@ class Predictor(BaseEstimator):
 
     @classmethod
     def from_pretrained(cls, name: str) -> Predictor:
-        """A shipped reference model, e.g. ``"orin-agx/resnet18"``."""
+        """A shipped reference model, the start of every transfer.
+
+        Parameters
+        ----------
+        name : str
+            ``"device/workload"``, e.g. ``"orin-agx/resnet18"``.
+
+        Returns
+        -------
+        Predictor
+            The fitted reference.
+        """
         from .model_io import load_pretrained
 
         return load_pretrained(name, cls)

@@ -109,6 +109,28 @@ def profile_one(
     clean minibatches are known to that relative standard error (at least
     :data:`MIN_SETTLED` minibatches and two power readings): a configuration is measured
     only as long as it takes (``n_minibatches`` stays the longest window).
+
+    Parameters
+    ----------
+    backend : Backend or Twin
+        The board.
+    config : mapping
+        The configuration: each of the backend's ``config_columns`` and its value.
+    n_minibatches : int
+        Clean minibatches measured (the longest window with ``settle_tol``).
+    min_power_samples : int
+        Power readings the window must hold.
+    max_settle_s : float
+        The longest wait for power to settle after the mode change, in seconds.
+    window, rel_tol : int, float
+        Power has settled when ``window`` readings agree within ``rel_tol``.
+    settle_tol : float
+        The relative standard error at which the window may end early (0: never).
+
+    Returns
+    -------
+    tuple of (dict, DataFrame, DataFrame)
+        The summary row, the per-minibatch log and the power log.
     """
     backend = as_backend(backend)
     if int(n_minibatches) < 1:
@@ -211,20 +233,43 @@ def profile(
     header: Mapping | None = None,
     **kwargs: float,
 ) -> pd.DataFrame:
-    """Profile every row of ``modes`` on ``backend`` and return one row per configuration
-    (the backend's ``config_columns``, the measurements, its ``observed_columns``).
+    """Profile every row of ``modes`` on ``backend``: set the mode, train, measure.
 
-    ``batch_size`` sets the column for every row (else ``modes`` must carry one). With
-    ``out``, each finished configuration is appended to that CSV (raw logs and a
+    With ``out``, each finished configuration is appended to that CSV (raw logs and a
     provenance sidecar beside it) and fsynced at once, and rows already there are
-    skipped, so rerunning resumes an interrupted sweep; the return value is then the
-    whole file. ``fsync=False`` trades crash durability for speed (simulated corpora).
-    A run header (backend, device, workload, minibatches, the backend's own settings such
-    as the twin's seed, ``header``'s fields) is stored in the sidecar and must match on
-    resume; an exclusive lock stops a second run writing the same ``out``. ``progress``:
-    a progress bar (None: only when stderr is a terminal).
-    Extra keyword arguments go to :func:`profile_one`. If profiling fails, the backend's
+    skipped, so rerunning resumes an interrupted sweep. A run header (backend, device,
+    workload, minibatches, the backend's own settings such as the twin's seed,
+    ``header``'s fields) is stored in the sidecar and must match on resume; an exclusive
+    lock stops a second run writing the same ``out``. If profiling fails, the backend's
     ``on_error`` puts the board back in its original state before the error propagates.
+
+    Parameters
+    ----------
+    backend : Backend or Twin
+        The board: a :class:`Twin`, a Jetson, an NVIDIA GPU (NVML) or a replay.
+    modes : DataFrame
+        One row per configuration to measure (the device's knob columns).
+    batch_size : int, optional
+        The batch size of every row; else ``modes`` carries a ``batch_size`` column.
+    n_minibatches : int
+        Clean minibatches measured per configuration (the paper's 40).
+    out : str or Path, optional
+        A CSV to append to as the sweep goes (resumable).
+    progress : bool, optional
+        A progress bar (None: only when stderr is a terminal).
+    fsync : bool
+        False trades crash durability for speed (simulated corpora).
+    header : mapping, optional
+        Fields added to the run header.
+    **kwargs
+        Passed to :func:`profile_one` (e.g. ``settle_tol``).
+
+    Returns
+    -------
+    DataFrame
+        One row per configuration: the backend's ``config_columns``, the measurements
+        (``time_ms``, ``power_w`` and their spreads) and its ``observed_columns``; with
+        ``out``, the whole file.
     """
     backend = as_backend(backend)
     configs = modes.copy()

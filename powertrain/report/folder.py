@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..errors import PowerTrainError
-from ..utils.files import atomic_write, inside, put, replace_dir
+from ..errors import DataError, PowerTrainError
+from ..utils.files import atomic_write, check_output_tree, inside, put, replace_dir
 from .cases import CaseResult, run_group
 from .pages import CASE_FILES, case_files, index_page
 from .spec import Case, FleetSpec, load_spec
@@ -46,7 +46,19 @@ class ReportError(PowerTrainError, RuntimeError):
 
 @dataclass
 class ReportResult:
-    """What :func:`report` did: the folder, the cases computed now and those reused."""
+    """What :func:`report` did: the folder, the cases computed now and those reused.
+
+    Parameters
+    ----------
+    out : Path
+        The report folder.
+    index : Path
+        Its ``index.html``.
+    computed, reused : list of str
+        Case ids run now, and those an interrupted run had finished.
+    files : list of Path
+        Every file written.
+    """
 
     out: Path
     index: Path
@@ -89,11 +101,26 @@ def _exclusive(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _check_paths(out: Path, spec: FleetSpec) -> None:
+    """utils.files.check_output_tree before anything is deleted or written: what the
+    report writes or replaces in ``out`` (its files, cases/, each case folder there) stays
+    in ``out`` through every symlink and is never the spec or a samples file it reads."""
+    inputs = [spec.path, *(w.path for w in spec.workloads.values())]
+    try:
+        check_output_tree(out, ("cases", "index.html", STATE_FILE, OWNER_MARKER), inputs)
+        cases = out / "cases"
+        if cases.is_dir():
+            check_output_tree(out, (Path("cases") / p.name for p in cases.iterdir()), inputs)
+    except DataError as e:
+        raise ReportError(f"report folder {out}: {e}") from None
+
+
 def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
     """Create ``out``, resume it, or refuse it (see the module docstring)."""
     state = out / STATE_FILE
     if out.exists() and not out.is_dir():
         raise ReportError(f"report folder {out} exists and is not a folder")
+    _check_paths(out, spec)
     if out.is_dir() and any(out.iterdir()):
         ours = (out / OWNER_MARKER).is_file()
         try:
@@ -113,7 +140,13 @@ def _prepare_folder(out: Path, spec: FleetSpec, overwrite: bool) -> None:
         if overwrite:
             _remove_own_files(out, prior)
         elif not resumable:
-            why = "holds a finished report" if prior else "is not empty"
+            why = (
+                "is not empty"
+                if prior is None
+                else "holds a finished report"
+                if prior.get("complete")
+                else "holds an unfinished report of another spec"
+            )
             raise ReportError(
                 f"report folder {out} exists and {why}; pass --overwrite "
                 "(overwrite=True) to replace it"
@@ -139,7 +172,9 @@ def _remove_own_files(out: Path, prior: dict | None) -> None:
     if cases.is_dir():
         for folder in cases.iterdir():
             done = folder.name in names and (folder / DONE_MARKER).exists()
-            if folder.is_dir() and (done or folder.name.startswith(".tmp-")):
+            if folder.is_symlink() or not folder.is_dir():  # never deleted through
+                continue
+            if done or folder.name.startswith(".tmp-"):
                 shutil.rmtree(folder)
     for name in ("index.html", STATE_FILE):
         (out / name).unlink(missing_ok=True)
@@ -279,6 +314,29 @@ def report(
     :data:`MAX_CASES`) is refused with an estimate of its run time. ``overwrite``
     replaces only a report this package wrote (its marker file is there), and removes
     only the files it wrote.
+
+    Parameters
+    ----------
+    spec : str, Path or FleetSpec
+        The TOML spec (devices, workloads, batch sizes, caps; examples/fleet.toml).
+    out : str or Path
+        The report folder.
+    overwrite : bool
+        Replace a finished report this package wrote.
+    scheduler : str, optional
+        A Dask scheduler address (``tcp://HOST:8786``) to run the cases on.
+    n_jobs : int, optional
+        Cases run at once here (joblib); default every core.
+    log : callable, optional
+        Told one line per case as it starts and ends.
+    max_cases : int, optional
+        The most cases a spec may have without this being raised.
+
+    Returns
+    -------
+    ReportResult
+        The folder, its index page, the cases computed now and those reused, and the
+        files written.
     """
     spec = load_spec(spec)
     if scheduler:

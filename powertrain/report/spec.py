@@ -86,7 +86,38 @@ class Case:
 
 @dataclass(frozen=True)
 class FleetSpec:
-    """A parsed, validated spec; ``cases()`` expands it."""
+    """A parsed, validated spec; ``cases()`` expands it into devices x workloads x batch
+    sizes x objectives. :func:`load_spec` and :func:`parse_spec` build one.
+
+    Parameters
+    ----------
+    path : Path, optional
+        The spec file.
+    title : str
+        The report's title.
+    devices : tuple of str
+        Device ids.
+    workloads : dict
+        Workload name -> where its samples come from (the twin, a CSV, a command).
+    batch_sizes : tuple of int
+        Batch sizes.
+    power_caps : tuple of float
+        Caps in watts.
+    objectives : tuple of str
+        ``"time"`` (fastest epoch) and/or ``"energy"`` (least energy per epoch).
+    samples, seed : int
+        Modes profiled per case; the seed.
+    reference : str, optional
+        The model to transfer from; default the best shipped one.
+    text : str
+        The spec's TOML, kept for the report.
+    device_specs : dict
+        Device id -> spec of a device outside the catalog.
+    strategy : str
+        How the twin cases choose their samples (``"active"``: decide on the board).
+    margin_sigma : float, optional
+        The margin of predicted picks; None: the package's default.
+    """
 
     path: Path | None
     title: str
@@ -258,7 +289,23 @@ def _device_specs(where: _Where, data: dict, base: Path) -> dict[str, dict]:
 
 
 def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> FleetSpec:
-    """Validate a spec's TOML ``text``; every error names ``source``, the key and its line."""
+    """Validate a spec's TOML ``text``; every error names ``source``, the key and its line.
+
+    Parameters
+    ----------
+    text : str
+        The spec's TOML.
+    source : str
+        What to call it in errors (its file name).
+    base : Path, optional
+        The folder relative paths in the spec (``samples_csv``, ``reference``) are read
+        from; default the current one.
+
+    Returns
+    -------
+    FleetSpec
+        The validated spec.
+    """
     from ..devices.specs import device_names, workload_names
 
     try:
@@ -342,7 +389,23 @@ def parse_spec(text: str, source: str = "<spec>", base: Path | None = None) -> F
 
 
 def load_spec(spec: str | Path | FleetSpec) -> FleetSpec:
-    """A :class:`FleetSpec` from a TOML file path (or one already parsed)."""
+    """Read and check a fleet report's TOML spec file.
+
+    Parameters
+    ----------
+    spec : str, Path or FleetSpec
+        The spec file (a parsed spec is returned as is).
+
+    Returns
+    -------
+    FleetSpec
+        The validated spec.
+
+    Raises
+    ------
+    SpecError
+        For an unreadable file or a bad key, naming the file, the key and its line.
+    """
     if isinstance(spec, FleetSpec):
         return spec
     path = Path(spec)

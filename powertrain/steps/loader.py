@@ -18,7 +18,20 @@ from .step import TrainingStep
 
 
 def as_step(obj: Any, name: str | None = None) -> TrainingStep:
-    """A :class:`TrainingStep` from a step, a callable, or a catalog/import name."""
+    """Whatever names a training step, as one the profiler can time.
+
+    Parameters
+    ----------
+    obj : TrainingStep, callable or str
+        A step (returned as is), a ``fn(batch_size)``, or a name :func:`load_step` reads.
+    name : str, optional
+        The step's name for a callable.
+
+    Returns
+    -------
+    TrainingStep
+        The step.
+    """
     if isinstance(obj, TrainingStep):
         return obj
     if isinstance(obj, str):
@@ -60,7 +73,26 @@ def load_step(text: str, **options: Any) -> TrainingStep:
     """A step from a name: a ready-made workload (``resnet18``, ``mobilenetv3``; options
     such as ``image_size`` go to it), or ``module:function`` / ``file.py:function`` naming
     the user's ``step(batch_size)`` (a function returning a step is called first when it
-    takes no arguments)."""
+    takes no arguments).
+
+    Parameters
+    ----------
+    text : str
+        ``"resnet18"``, ``"mobilenetv3"``, ``"module:function"`` or
+        ``"file.py:function"``.
+    **options
+        Options of a ready-made workload (e.g. ``image_size``).
+
+    Returns
+    -------
+    TrainingStep
+        The step.
+
+    Raises
+    ------
+    ProfilingError
+        For an unknown workload or a name that does not import, saying which.
+    """
     if ":" not in text:
         from .torch_workloads import WORKLOADS, make_step
 

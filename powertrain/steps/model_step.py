@@ -99,6 +99,28 @@ def from_model(
     device: Any = None,
     name: str | None = None,
 ) -> TrainingStep:
-    """A :class:`TrainingStep` for a torch model trained on ``data`` (Dataset or DataLoader)."""
+    """A training step from a torch model and its data: profile your own job without
+    writing the loop.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model to train.
+    data : Dataset or DataLoader
+        Its training data (a DataLoader's dataset is re-batched at each batch size).
+    loss_fn : callable, optional
+        The loss; default cross-entropy.
+    optimizer : optional
+        The optimizer; default SGD with momentum 0.9.
+    device : optional
+        Where to train; default CUDA where torch sees a GPU.
+    name : str, optional
+        The step's name; default the model's class name.
+
+    Returns
+    -------
+    TrainingStep
+        The step.
+    """
     step = ModelStep(model, data, loss_fn, optimizer, device)
     return TrainingStep(step, name=name or type(model).__name__.lower(), device=step.device)

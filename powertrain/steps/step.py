@@ -45,6 +45,20 @@ class TrainingStep:
     ``fn(batch_size)`` runs one minibatch; if it accepts ``num_workers`` it gets the
     current dataloader worker count too. ``device`` (``"cuda"``, a torch.device, ...)
     selects CUDA-event timing; None picks CUDA when torch sees a GPU.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(batch_size)`` (or ``fn(batch_size, num_workers)``) runs one minibatch.
+    name : str, optional
+        The step's name in outputs; default the function's.
+    device : optional
+        Where the step runs (``"cuda"``, a torch.device); None: CUDA where torch sees
+        a GPU.
+    batch_size, num_workers : int
+        The configuration until ``configure`` sets another.
+    check_loss : bool
+        Refuse a loss that is not a finite number (a diverged or broken step).
     """
 
     def __init__(

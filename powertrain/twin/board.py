@@ -155,8 +155,24 @@ class Twin:
         """What the board measures on average in each row of ``modes``: ``modes`` plus
         ``batch_size``, ``time_ms`` (per minibatch) and ``power_w`` (mean module power).
 
-        ``batch_size`` sets it for every row; else a ``batch_size`` column is used, else
-        the workload's default. Modes the device lacks raise :class:`ModeError`.
+        Parameters
+        ----------
+        modes : DataFrame
+            One row per mode (the device's knob columns).
+        batch_size : int, optional
+            The batch size of every row; else a ``batch_size`` column, else the
+            workload's default.
+
+        Returns
+        -------
+        DataFrame
+            ``modes`` with ``batch_size``, ``time_ms`` and ``power_w``: the physics and the
+            board's deviations from it, without measurement noise.
+
+        Raises
+        ------
+        ModeError
+            For a mode the device does not have.
         """
         df = self._frame(modes, batch_size)
         t, p = self._expected_arrays(self._arrays(df), self._tpc_frac(df))

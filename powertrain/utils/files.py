@@ -14,7 +14,7 @@ import shutil
 import stat
 import uuid
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from ..errors import DataError
 
@@ -51,6 +51,28 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+#: the longest file name most file systems take, in bytes (ext4, xfs, btrfs, tmpfs)
+NAME_MAX = 255
+
+
+def beside(path: str | Path, suffix: str) -> Path:
+    """A hidden name beside ``path`` for a temporary file or folder, within
+    :data:`NAME_MAX` whatever ``path``'s length: a name valid for ``path`` never fails
+    because of the temporary one (the stem is shortened instead)."""
+    path = Path(path)
+    token = f".{uuid.uuid4().hex[:12]}{suffix}"
+    room = NAME_MAX - 1 - len(token.encode())
+    stem = path.name.encode()[:room].decode(errors="ignore")
+    return path.with_name(f".{stem}{token}")
+
+
+def _named(e: OSError, tmp: Path, path: Path) -> OSError:
+    """``e`` naming the path the caller gave instead of the temporary file."""
+    if e.filename in (str(tmp), tmp) or e.filename2 in (str(tmp), tmp):
+        return OSError(e.errno, e.strerror, str(path))
+    return e
+
+
 def _special(path: Path) -> bool:
     """Whether ``path`` is an existing file that is not a regular file or a symlink (a
     device such as /dev/full, a named pipe): a rename would replace the node itself."""
@@ -75,13 +97,20 @@ def replace_dir(new: str | Path, path: str | Path) -> None:
     aside first and deleted only once ``new`` is in place, so a reader finds the old
     folder or the new one, never a half-written one."""
     new, path = Path(new), Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         os.replace(new, path)
         return
-    old = path.with_name(f".{path.name}.{uuid.uuid4().hex}.old")
+    old = beside(path, ".old")
     os.replace(path, old)
-    os.replace(new, path)
-    shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.replace(new, path)
+    except BaseException:
+        os.replace(old, path)  # the old folder back: never neither of them
+        raise
+    if old.is_symlink():
+        old.unlink()  # a link moved aside: never delete through it
+    else:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -97,7 +126,7 @@ def atomic_open(path: str | Path, mode: str = "w", fsync: bool = True) -> Iterat
         with open(path, mode, **kw) as f:  # replaced by a regular file
             yield f
         return
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = beside(path, ".tmp")
     try:
         with open(tmp, mode, **kw) as f:
             yield f
@@ -105,6 +134,10 @@ def atomic_open(path: str | Path, mode: str = "w", fsync: bool = True) -> Iterat
             if fsync:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _named(e, tmp, path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -144,6 +177,31 @@ def inside(folder: str | Path, path: str | Path) -> Path:
     if parent != root and root not in parent.parents:
         raise DataError(f"{target}: leads out of the folder {folder} (a symlink); not written")
     return target
+
+
+def check_output_tree(
+    folder: str | Path, writes: Iterable[str | Path], inputs: Iterable[str | Path | None] = ()
+) -> None:
+    """The one output-path rule, checked before anything is deleted or written: each of
+    ``writes`` (paths in ``folder`` that will be written or deleted, existing or not)
+    stays inside ``folder`` through every symlink, and no input is one of them or lies
+    inside one. Raises a one-line :class:`DataError` naming the path."""
+    root = Path(folder).resolve()
+    sources = [(src, Path(src).resolve()) for src in inputs if src is not None]
+    for name in writes:
+        target = Path(folder) / name
+        resolved = target.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise DataError(
+                f"{target}: leads out of the folder {folder} (a symlink to {resolved}); "
+                "nothing was written or deleted"
+            )
+        for src, where in sources:
+            if where == resolved or resolved in where.parents:
+                raise DataError(
+                    f"{target}: is or holds the input {src}; replacing it would destroy the "
+                    "input (nothing was written or deleted)"
+                )
 
 
 def put(folder: str | Path, name: str, data: str | bytes) -> Path:

@@ -12,7 +12,6 @@ import atexit
 import os
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -24,7 +23,8 @@ from ...steps.loader import as_step
 from ...steps.step import TrainingStep
 from ..hardware import PowerSampler, StepBackend
 from ..stop_signals import StopSignals, blocked
-from .power_sensors import open_sensor
+from .board_id import board_device, check_board, match_spec, read_board
+from .power_sensors import open_sensor, rail_column
 from .sysfs_knobs import SysfsKnobs, Writer, confined, glob_under, write_sysfs
 
 ROOT_HELP = (
@@ -94,7 +94,8 @@ class _Fan:
 class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
-    ``device``: catalog id or spec of this board; ``step``: a TrainingStep, a callable
+    ``device``: catalog id or spec of this board, or ``"auto"`` (recognised from the
+    device tree and the active nvpmodel file); ``step``: a TrainingStep, a callable
     ``step(batch_size)``, or a workload name (see
     :func:`~powertrain.steps.loader.load_step`).
     ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
@@ -126,8 +127,9 @@ class JetsonBackend(StepBackend):
     ):
         if check_root and not _is_root():
             raise ProfilingError(ROOT_HELP)
-        catalog = get_device(device)
         self.root = Path(root)
+        board = read_board(self.root)
+        catalog = Device(match_spec(board)) if device == "auto" else get_device(device)
         self.clock = clock
         self.sample_period_s = float(sample_period_s)
         self.step: TrainingStep = as_step(step)
@@ -145,25 +147,14 @@ class JetsonBackend(StepBackend):
         # every write (the fan's too) is confined to the sysfs/debugfs roots
         self.write = confined(write or write_sysfs, self.knobs.write_roots)
         self.tables = self.knobs.check_against_catalog()
-        same = (
-            tuple(self.tables.cpu_mhz) == tuple(catalog.spec.cpu_mhz)
-            and tuple(self.tables.gpu_mhz) == tuple(catalog.spec.gpu_mhz)
-            and tuple(self.tables.mem_mhz) == tuple(catalog.spec.mem_mhz)
-        )
-        self.device = Device(
-            replace(
-                catalog.spec,
-                cores=self.tables.cores,
-                min_cores=min(catalog.spec.min_cores, self.tables.cores),
-                cpu_mhz=self.tables.cpu_mhz,
-                gpu_mhz=self.tables.gpu_mhz,
-                mem_mhz=self.tables.mem_mhz,
-                profiling_grid=catalog.spec.profiling_grid if same else None,
-            )
-        )
+        check_board(catalog.spec, board, self.tables)  # a capped Super firmware, named
+        self.device = board_device(catalog.spec, self.tables)
         self.sensor = open_sensor(
             catalog.spec, self.root, sensor, self.sample_period_s, jtop_factory
         )
+        #: power_w is the module total (VDD_IN where the board has it); the component
+        #: rails the spec lists are written beside it
+        self.observed_columns = tuple(rail_column(n) for n in self.sensor.components)
         self._closed = False
         self._signals = StopSignals()
         self.original = self.knobs.snapshot()  # before the first write
@@ -177,7 +168,10 @@ class JetsonBackend(StepBackend):
             atexit.register(self.close)
             if self._fan:
                 self._fan.full()
-            self.sampler = PowerSampler(self.sensor.read_w, self.sample_period_s, clock).start()
+            probe = self._rails if self.sensor.components else None
+            self.sampler = PowerSampler(
+                self.sensor.read_w, self.sample_period_s, clock, probe=probe
+            ).start()
         except BaseException:
             self._closed = True
             try:
@@ -238,6 +232,18 @@ class JetsonBackend(StepBackend):
                 atexit.unregister(self.close)
 
     # -- Backend ----------------------------------------------------------------------
+    def _rails(self) -> dict:
+        return {rail_column(n): w for n, w in self.sensor.read_components().items()}
+
+    def observed(self, start: float, end: float) -> dict:
+        """The component rails' mean power over the measurement (NaN where not read)."""
+        got = self.sampler.extras(start, end) if self.sampler is not None else []
+        out = {}
+        for col in self.observed_columns:
+            vals = [g[col] for g in got if g.get(col) == g.get(col) and col in g]
+            out[col] = sum(vals) / len(vals) if vals else float("nan")
+        return out
+
     def complete_modes(self, modes: pd.DataFrame) -> pd.DataFrame:
         if "num_workers" not in modes.columns:
             modes = modes.assign(num_workers=self.step.num_workers)
@@ -275,6 +281,10 @@ class JetsonBackend(StepBackend):
             "backend": "jetson",
             "sensor": self.sensor.name,
             "rails": getattr(self.sensor, "rails", None),
+            "power_w_is": "the module total: "
+            + " + ".join(getattr(self.sensor, "rails", None) or ["jtop's total"])
+            + " (a power cap is about this)",
+            "component_rails": list(self.sensor.components),
             "emc_control": self.knobs.emc.method,
             "gpu_devfreq": str(self.knobs.gpu.folder),
             "original_mode": self.original_mode,

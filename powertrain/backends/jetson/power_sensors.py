@@ -50,6 +50,20 @@ def total_rails(spec: DeviceSpec) -> tuple[str, ...]:
     return tuple(n for n in names if _DOWNSTREAM.get(n) not in names)
 
 
+def component_rails(spec: DeviceSpec) -> tuple[str, ...]:
+    """Rails recorded beside the module total (``sysfs.power_rails_sysfs.component_rails``:
+    the Orin Nano/NX's VDD_CPU_GPU_CV and VDD_SOC); none unless the spec lists them, so a
+    device's output columns never depend on what one board happens to expose."""
+    info = spec.sysfs.get("power_rails_sysfs", {}) if isinstance(spec.sysfs, dict) else {}
+    names = info.get("component_rails") if isinstance(info, dict) else None
+    return tuple(str(n) for n in names) if isinstance(names, (list, tuple)) else ()
+
+
+def rail_column(rail: str) -> str:
+    """The output column of a component rail: ``VDD_SOC`` -> ``observed_vdd_soc_w``."""
+    return f"observed_{rail.lower()}_w"
+
+
 def _pick_rails(found: dict, wanted: tuple[str, ...], where: str) -> list[str]:
     chosen = [n for n in wanted if n in found]
     if wanted and len(chosen) == len(wanted):
@@ -80,10 +94,16 @@ class PowerSensor(ABC):
     """One reading of the module power, in watts, now."""
 
     name = "sensor"
+    #: rails recorded beside the total (:func:`component_rails`), in column order
+    components: tuple[str, ...] = ()
 
     @abstractmethod
     def read_w(self) -> float:
         """Current module power (W)."""
+
+    def read_components(self) -> dict[str, float]:
+        """Each component rail's power now (W); NaN for one the board does not expose."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - most sensors hold nothing
         """Release the sensor (stop a jtop client)."""
@@ -119,6 +139,14 @@ class HwmonSensor(PowerSensor):
             )
         self.rails = _pick_rails(readers, total_rails(spec), "INA3221")
         self._readers = [readers[n] for n in self.rails]
+        self.components = component_rails(spec)
+        self._parts = {n: readers.get(n) for n in self.components}
+
+    def read_components(self) -> dict[str, float]:
+        try:
+            return {n: r() if r else float("nan") for n, r in self._parts.items()}
+        except (OSError, ValueError) as e:
+            raise ProfilingError(f"reading the INA3221 component rails failed: {e}") from None
 
     def read_w(self) -> float:
         try:
@@ -162,6 +190,14 @@ class JtopSensor(PowerSensor):
             raise ProfilingError(f"{JTOP_HELP} ({e})".replace("\n", " ")) from None
         self._wanted = total_rails(spec)
         self.rails: list[str] | None = None
+        self.components = component_rails(spec)
+
+    def read_components(self) -> dict[str, float]:
+        rails = (self._jetson.power or {}).get("rail", {})
+        return {
+            n: float(rails[n]["power"]) / 1e3 if n in rails else float("nan")
+            for n in self.components
+        }
 
     def read_w(self) -> float:
         power = self._jetson.power or {}
