@@ -120,6 +120,7 @@ class FakeNvml(types.ModuleType):
         return (100_000, 700_000)
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if self.fail_restore and mw == START_MW:
             raise RuntimeError("Insufficient Permissions")
         self.sets.append(mw)
@@ -132,18 +133,21 @@ class FakeNvml(types.ModuleType):
         return list(SM_CLOCKS[mem])
 
     def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        assert h == "h0", "a setter must be given the GPU's handle"
         assert lo == hi
         self.locks.append(("sm", lo))
         self.sm_lock = lo
         self._store()
 
     def nvmlDeviceResetGpuLockedClocks(self, h):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if self.fail_reset:
             raise RuntimeError("Insufficient Permissions")
         self.sm_lock = None
         self._store()
 
     def nvmlDeviceSetMemoryLockedClocks(self, h, lo, hi):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if len(self.mem_clocks) < 2:
             raise RuntimeError("Not Supported")
         self.locks.append(("mem", lo))
@@ -151,6 +155,7 @@ class FakeNvml(types.ModuleType):
         self._store()
 
     def nvmlDeviceResetMemoryLockedClocks(self, h):
+        assert h == "h0", "a setter must be given the GPU's handle"
         self.mem_lock = None
         self._store()
 
@@ -944,6 +949,35 @@ def test_an_adopted_state_keeps_its_gpu_and_unlocks_the_memory_clock(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"power limit now 450 W, originally unchanged.*"
                       r"SM True, memory True"):  # fmt: skip
         b2 = backend(tmp_path, left, allow_power_limit=True, handle_signals=False)
-    assert json.loads(state.read_text())["gpu"] == "0 (NVIDIA H100 80GB HBM3)"
+    saved = json.loads(state.read_text())  # whole: a second kill still restores all
+    assert saved["gpu"] == "0 (NVIDIA H100 80GB HBM3)" and saved["power_limit_w"] is None
+    assert saved["sm_locked"] is True and saved["mem_locked"] is True
     b2.close()
     assert (left.mem_lock, left.sm_lock) == (None, None) and left.sets == []
+
+
+class HalfNvml(FakeNvml):
+    """A driver that raises on a new power limit, yet applies it."""
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        super().nvmlDeviceSetPowerManagementLimit(h, mw)
+        if mw != START_MW:
+            raise RuntimeError("Unknown Error")
+
+
+@pytest.mark.parametrize("watts", [200, 451])
+def test_a_refused_limit_that_was_applied_anyway_is_restored(tmp_path, watts):
+    nvml = HalfNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    with pytest.raises(ProfilingError, match=f"power_limit_w={watts}: NVML refused to set it"):
+        b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+    b.close()
+    assert nvml.limit_mw == START_MW and nvml.sets[-1] == START_MW
+
+
+def test_a_memory_and_sm_clock_pair_is_checked_together_when_set(tmp_path):
+    nvml = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    with backend(tmp_path, nvml, allow_clocks=True, handle_signals=False) as b:
+        with pytest.raises(ProfilingError, match=r"gpu_mhz=1980.*with memory at 1593 MHz"):
+            b.configure({"mem_mhz": 1593, "gpu_mhz": 1980, "threads": 1, "batch_size": 2})
+    assert nvml.locks == []
