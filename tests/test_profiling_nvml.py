@@ -981,3 +981,16 @@ def test_a_memory_and_sm_clock_pair_is_checked_together_when_set(tmp_path):
         with pytest.raises(ProfilingError, match=r"gpu_mhz=1980.*with memory at 1593 MHz"):
             b.configure({"mem_mhz": 1593, "gpu_mhz": 1980, "threads": 1, "batch_size": 2})
     assert nvml.locks == []
+
+
+def test_the_power_limit_range_is_inclusive_and_nothing_outside_it_is_set(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False) as b:
+        for watts in (100, 700):  # the GPU's own ends are settable
+            b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+        for watts in (99.5, 700.5, float("nan"), float("inf")):
+            with pytest.raises(
+                ProfilingError, match=r"is outside what GPU 0 .* allows: 100\.\.700 W"
+            ):
+                b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+    assert nvml.sets == [100_000, 700_000, START_MW]
