@@ -994,3 +994,33 @@ def test_the_power_limit_range_is_inclusive_and_nothing_outside_it_is_set(tmp_pa
             ):
                 b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
     assert nvml.sets == [100_000, 700_000, START_MW]
+
+
+def test_an_unreadable_state_file_says_how_to_restore_by_hand(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text("{not json")
+    nvml = FakeNvml(setters=True)
+    with pytest.raises(ProfilingError) as e:
+        backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    assert str(e.value) == (
+        f"{state / 'gpu-GPU-1234abcd-0000.json'}: unreadable GPU state file (JSONDecodeError); "
+        "it records the settings a killed run changed: restore the GPU by hand (nvidia-smi "
+        "-rgc, -rmc, -pl) and delete the file"
+    )
+    assert setters_called(nvml) == [] and not nvml.up
+
+
+def test_a_state_file_that_cannot_be_saved_stops_before_the_change(tmp_path, monkeypatch):
+    import powertrain.backends.nvml_state as nvml_state
+
+    def full(path, data, fsync=True):
+        raise OSError(28, "No space left on device", str(path))
+
+    nvml = FakeNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    monkeypatch.setattr(nvml_state, "atomic_write", full)
+    with pytest.raises(ProfilingError, match=r"cannot use it \(No space left on device\)"):
+        b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    assert nvml.sets == []  # nothing changed that the state file does not know of
+    b.close()
