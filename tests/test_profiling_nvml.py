@@ -1024,3 +1024,13 @@ def test_a_state_file_that_cannot_be_saved_stops_before_the_change(tmp_path, mon
         b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
     assert nvml.sets == []  # nothing changed that the state file does not know of
     b.close()
+
+
+def test_the_state_folder_is_made_with_its_parents(tmp_path, monkeypatch):
+    folder = tmp_path / "home" / ".local" / "state" / "powertrain" / "nvml"  # the default's shape
+    monkeypatch.setenv(STATE_DIR_ENV, str(folder))
+    b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True, handle_signals=False)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    assert len(list(folder.glob("gpu-*.json"))) == 1
+    b.close()
+    assert not list(folder.glob("gpu-*.json"))
