@@ -1034,3 +1034,10 @@ def test_the_state_folder_is_made_with_its_parents(tmp_path, monkeypatch):
     assert len(list(folder.glob("gpu-*.json"))) == 1
     b.close()
     assert not list(folder.glob("gpu-*.json"))
+
+
+def test_a_state_file_name_never_leaves_its_folder():
+    from powertrain.backends.nvml_state import StateFile
+
+    f = StateFile("/tmp/state", "../GPU 1/x")
+    assert f.path == Path("/tmp/state/gpu----GPU-1-x.json")
