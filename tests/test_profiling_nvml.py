@@ -1041,3 +1041,40 @@ def test_a_state_file_name_never_leaves_its_folder():
 
     f = StateFile("/tmp/state", "../GPU 1/x")
     assert f.path == Path("/tmp/state/gpu----GPU-1-x.json")
+
+
+class OffByNvml(FakeNvml):
+    """A driver that restores the limit ``off_mw`` below what was asked; ``blind``: the
+    limit cannot be read back once restored."""
+
+    def __init__(self, off_mw: int, blind: bool = False, **kw):
+        super().__init__(setters=True, **kw)
+        self.off_mw, self.blind, self.restored = off_mw, blind, False
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        self.restored = mw == START_MW
+        super().nvmlDeviceSetPowerManagementLimit(h, mw - self.off_mw * self.restored)
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        if self.blind and self.restored:
+            raise RuntimeError("Unknown Error")
+        return super().nvmlDeviceGetPowerManagementLimit(h)
+
+
+@pytest.mark.parametrize(
+    ("off_mw", "blind", "says"),
+    [
+        (0, False, None),
+        (1000, False, None),
+        (1500, False, "left it at 448.5 W"),
+        (0, True, "left it at an unknown limit"),
+    ],  # fmt: skip
+)
+def test_a_restore_is_read_back_within_1_w(tmp_path, off_mw, blind, says):
+    b = backend(tmp_path, OffByNvml(off_mw, blind), allow_power_limit=True, handle_signals=False)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    if says is None:
+        b.close()  # 1 W off is within what the driver rounds to
+        return
+    with pytest.raises(ProfilingError, match=f"to 450 W {says}; restore it by hand"):
+        b.close()
