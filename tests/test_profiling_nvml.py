@@ -1078,3 +1078,21 @@ def test_a_restore_is_read_back_within_1_w(tmp_path, off_mw, blind, says):
         return
     with pytest.raises(ProfilingError, match=f"to 450 W {says}; restore it by hand"):
         b.close()
+
+
+class StuckMemNvml(FakeNvml):
+    def nvmlDeviceResetMemoryLockedClocks(self, h):
+        raise RuntimeError("Insufficient Permissions")
+
+
+def test_a_failed_memory_unlock_names_the_memory_clock_and_its_flag(tmp_path):
+    nvml = StuckMemNvml(setters=True, mem_clocks=(2619, 1593))
+    b = backend(tmp_path, nvml, allow_clocks=True, handle_signals=False)
+    b.configure({"mem_mhz": 1593, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    with pytest.raises(ProfilingError) as e:
+        b.close()
+    assert str(e.value) == (
+        "could not unlock GPU 0's memory clock (Insufficient Permissions); unlock it by hand: "
+        "sudo nvidia-smi -i 0 -rmc"
+    )
+    assert nvml.sm_lock is None  # the SM clock was still unlocked
