@@ -1096,3 +1096,31 @@ def test_a_failed_memory_unlock_names_the_memory_clock_and_its_flag(tmp_path):
         "sudo nvidia-smi -i 0 -rmc"
     )
     assert nvml.sm_lock is None  # the SM clock was still unlocked
+
+
+def test_a_claimed_gpu_is_refused_at_once_not_waited_for(tmp_path):
+    """Two claims of one GPU's state (two runs): the second is refused at once; it never
+    waits for the first run to end (a sweep takes hours)."""
+    import threading
+
+    from powertrain.backends.nvml_state import StateFile
+
+    first, second = StateFile(tmp_path / "s", "GPU-1"), StateFile(tmp_path / "s", "GPU-1")
+    first.claim()
+    got: list = []
+
+    def claim_again() -> None:
+        try:
+            second.claim()
+            got.append("claimed")
+        except ProfilingError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=claim_again, daemon=True)
+    t.start()
+    t.join(10)
+    first.release()
+    t.join(10)
+    assert len(got) == 1 and "another run is changing this GPU now" in got[0]
+    second.claim()  # released: the next run claims it
+    second.release()
