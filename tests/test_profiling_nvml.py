@@ -120,6 +120,7 @@ class FakeNvml(types.ModuleType):
         return (100_000, 700_000)
 
     def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if self.fail_restore and mw == START_MW:
             raise RuntimeError("Insufficient Permissions")
         self.sets.append(mw)
@@ -132,18 +133,21 @@ class FakeNvml(types.ModuleType):
         return list(SM_CLOCKS[mem])
 
     def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        assert h == "h0", "a setter must be given the GPU's handle"
         assert lo == hi
         self.locks.append(("sm", lo))
         self.sm_lock = lo
         self._store()
 
     def nvmlDeviceResetGpuLockedClocks(self, h):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if self.fail_reset:
             raise RuntimeError("Insufficient Permissions")
         self.sm_lock = None
         self._store()
 
     def nvmlDeviceSetMemoryLockedClocks(self, h, lo, hi):
+        assert h == "h0", "a setter must be given the GPU's handle"
         if len(self.mem_clocks) < 2:
             raise RuntimeError("Not Supported")
         self.locks.append(("mem", lo))
@@ -151,6 +155,7 @@ class FakeNvml(types.ModuleType):
         self._store()
 
     def nvmlDeviceResetMemoryLockedClocks(self, h):
+        assert h == "h0", "a setter must be given the GPU's handle"
         self.mem_lock = None
         self._store()
 
@@ -944,6 +949,178 @@ def test_an_adopted_state_keeps_its_gpu_and_unlocks_the_memory_clock(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"power limit now 450 W, originally unchanged.*"
                       r"SM True, memory True"):  # fmt: skip
         b2 = backend(tmp_path, left, allow_power_limit=True, handle_signals=False)
-    assert json.loads(state.read_text())["gpu"] == "0 (NVIDIA H100 80GB HBM3)"
+    saved = json.loads(state.read_text())  # whole: a second kill still restores all
+    assert saved["gpu"] == "0 (NVIDIA H100 80GB HBM3)" and saved["power_limit_w"] is None
+    assert saved["sm_locked"] is True and saved["mem_locked"] is True
     b2.close()
     assert (left.mem_lock, left.sm_lock) == (None, None) and left.sets == []
+
+
+class HalfNvml(FakeNvml):
+    """A driver that raises on a new power limit, yet applies it."""
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        super().nvmlDeviceSetPowerManagementLimit(h, mw)
+        if mw != START_MW:
+            raise RuntimeError("Unknown Error")
+
+
+@pytest.mark.parametrize("watts", [200, 451])
+def test_a_refused_limit_that_was_applied_anyway_is_restored(tmp_path, watts):
+    nvml = HalfNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    with pytest.raises(ProfilingError, match=f"power_limit_w={watts}: NVML refused to set it"):
+        b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+    b.close()
+    assert nvml.limit_mw == START_MW and nvml.sets[-1] == START_MW
+
+
+def test_a_memory_and_sm_clock_pair_is_checked_together_when_set(tmp_path):
+    nvml = FakeNvml(setters=True, mem_clocks=(2619, 1593))
+    with backend(tmp_path, nvml, allow_clocks=True, handle_signals=False) as b:
+        with pytest.raises(ProfilingError, match=r"gpu_mhz=1980.*with memory at 1593 MHz"):
+            b.configure({"mem_mhz": 1593, "gpu_mhz": 1980, "threads": 1, "batch_size": 2})
+    assert nvml.locks == []
+
+
+def test_the_power_limit_range_is_inclusive_and_nothing_outside_it_is_set(tmp_path):
+    nvml = FakeNvml(setters=True)
+    with backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False) as b:
+        for watts in (100, 700):  # the GPU's own ends are settable
+            b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+        for watts in (99.5, 700.5, float("nan"), float("inf")):
+            with pytest.raises(
+                ProfilingError, match=r"is outside what GPU 0 .* allows: 100\.\.700 W"
+            ):
+                b.configure({"power_limit_w": watts, "threads": 1, "batch_size": 2})
+    assert nvml.sets == [100_000, 700_000, START_MW]
+
+
+def test_an_unreadable_state_file_says_how_to_restore_by_hand(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpu-GPU-1234abcd-0000.json").write_text("{not json")
+    nvml = FakeNvml(setters=True)
+    with pytest.raises(ProfilingError) as e:
+        backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    assert str(e.value) == (
+        f"{state / 'gpu-GPU-1234abcd-0000.json'}: unreadable GPU state file (JSONDecodeError); "
+        "it records the settings a killed run changed: restore the GPU by hand (nvidia-smi "
+        "-rgc, -rmc, -pl) and delete the file"
+    )
+    assert setters_called(nvml) == [] and not nvml.up
+
+
+def test_a_state_file_that_cannot_be_saved_stops_before_the_change(tmp_path, monkeypatch):
+    import powertrain.backends.nvml_state as nvml_state
+
+    def full(path, data, fsync=True):
+        raise OSError(28, "No space left on device", str(path))
+
+    nvml = FakeNvml(setters=True)
+    b = backend(tmp_path, nvml, allow_power_limit=True, handle_signals=False)
+    monkeypatch.setattr(nvml_state, "atomic_write", full)
+    with pytest.raises(ProfilingError, match=r"cannot use it \(No space left on device\)"):
+        b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    assert nvml.sets == []  # nothing changed that the state file does not know of
+    b.close()
+
+
+def test_the_state_folder_is_made_with_its_parents(tmp_path, monkeypatch):
+    folder = tmp_path / "home" / ".local" / "state" / "powertrain" / "nvml"  # the default's shape
+    monkeypatch.setenv(STATE_DIR_ENV, str(folder))
+    b = backend(tmp_path, FakeNvml(setters=True), allow_power_limit=True, handle_signals=False)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    assert len(list(folder.glob("gpu-*.json"))) == 1
+    b.close()
+    assert not list(folder.glob("gpu-*.json"))
+
+
+def test_a_state_file_name_never_leaves_its_folder():
+    from powertrain.backends.nvml_state import StateFile
+
+    f = StateFile("/tmp/state", "../GPU 1/x")
+    assert f.path == Path("/tmp/state/gpu----GPU-1-x.json")
+
+
+class OffByNvml(FakeNvml):
+    """A driver that restores the limit ``off_mw`` below what was asked; ``blind``: the
+    limit cannot be read back once restored."""
+
+    def __init__(self, off_mw: int, blind: bool = False, **kw):
+        super().__init__(setters=True, **kw)
+        self.off_mw, self.blind, self.restored = off_mw, blind, False
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        self.restored = mw == START_MW
+        super().nvmlDeviceSetPowerManagementLimit(h, mw - self.off_mw * self.restored)
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        if self.blind and self.restored:
+            raise RuntimeError("Unknown Error")
+        return super().nvmlDeviceGetPowerManagementLimit(h)
+
+
+@pytest.mark.parametrize(
+    ("off_mw", "blind", "says"),
+    [
+        (0, False, None),
+        (1000, False, None),
+        (1500, False, "left it at 448.5 W"),
+        (0, True, "left it at an unknown limit"),
+    ],  # fmt: skip
+)
+def test_a_restore_is_read_back_within_1_w(tmp_path, off_mw, blind, says):
+    b = backend(tmp_path, OffByNvml(off_mw, blind), allow_power_limit=True, handle_signals=False)
+    b.configure({"power_limit_w": 200, "threads": 1, "batch_size": 2})
+    if says is None:
+        b.close()  # 1 W off is within what the driver rounds to
+        return
+    with pytest.raises(ProfilingError, match=f"to 450 W {says}; restore it by hand"):
+        b.close()
+
+
+class StuckMemNvml(FakeNvml):
+    def nvmlDeviceResetMemoryLockedClocks(self, h):
+        raise RuntimeError("Insufficient Permissions")
+
+
+def test_a_failed_memory_unlock_names_the_memory_clock_and_its_flag(tmp_path):
+    nvml = StuckMemNvml(setters=True, mem_clocks=(2619, 1593))
+    b = backend(tmp_path, nvml, allow_clocks=True, handle_signals=False)
+    b.configure({"mem_mhz": 1593, "gpu_mhz": 990, "threads": 1, "batch_size": 2})
+    with pytest.raises(ProfilingError) as e:
+        b.close()
+    assert str(e.value) == (
+        "could not unlock GPU 0's memory clock (Insufficient Permissions); unlock it by hand: "
+        "sudo nvidia-smi -i 0 -rmc"
+    )
+    assert nvml.sm_lock is None  # the SM clock was still unlocked
+
+
+def test_a_claimed_gpu_is_refused_at_once_not_waited_for(tmp_path):
+    """Two claims of one GPU's state (two runs): the second is refused at once; it never
+    waits for the first run to end (a sweep takes hours)."""
+    import threading
+
+    from powertrain.backends.nvml_state import StateFile
+
+    first, second = StateFile(tmp_path / "s", "GPU-1"), StateFile(tmp_path / "s", "GPU-1")
+    first.claim()
+    got: list = []
+
+    def claim_again() -> None:
+        try:
+            second.claim()
+            got.append("claimed")
+        except ProfilingError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=claim_again, daemon=True)
+    t.start()
+    t.join(10)
+    first.release()
+    t.join(10)
+    assert len(got) == 1 and "another run is changing this GPU now" in got[0]
+    second.claim()  # released: the next run claims it
+    second.release()
