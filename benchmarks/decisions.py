@@ -2,7 +2,9 @@
 
 Every decision runs against a :class:`~powertrain.backends.ReplayBackend`: a board that
 answers from a recorded table, charges the board time each measurement cost and refuses
-configurations it has no record of.
+configurations it has no record of. ``--method`` is any registered sampler
+(``powertrain/decisions/samplers/``); beside it sections 1 and 2 run the random sampler,
+the floor, on the same draws (``--no-floor``: not), and sections 7 and 8 report it as a row.
 
 1. Twin, Orin AGX, one decision per cap (``--per-cap-caps``, default 20/30/40 W):
    ``pt.decide(board, ref, cap, budget=--per-cap-budget)`` with its default settings
@@ -60,6 +62,7 @@ import pandas as pd
 import powertrain as pt
 from powertrain.backends import ReplayBackend, TwinBackend
 from powertrain.data.corpora import load_corpus
+from powertrain.decisions.samplers import SAMPLERS as METHODS
 from powertrain.errors import DataError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,6 +77,8 @@ BUDGETS = (10, 15, 20, 25, 30, 40, 50)
 #: the per-cap target's budget: median <= 0.5 %, Q3 <= 2 % with at most this many measured
 PER_CAP_TARGET = 15
 KEYS = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+#: the floor every strategy is reported beside (sections 1, 2, 6, 7, 8): the random sampler
+FLOOR = "random"
 #: the cap schedule of section 5: a battery budget falling 50 -> 15 W in 5 W steps
 SCHEDULE_CAPS = np.arange(50.0, 15.0 - 1e-9, -5.0)
 #: records the --json file keeps whole: benchmarks/real_data.py prints section 4's rows
@@ -165,47 +170,54 @@ def prefix_scores(
     return rows
 
 
-def twin_per_cap(workloads, caps, draws, budget=50, partial=None, method="table") -> pd.DataFrame:
-    """Section 1: one ``pt.decide`` per (workload, cap, draw); ``partial(rows)`` is
-    called after each decision (a long run keeps what it finished)."""
+def _methods(method: str, floor: bool) -> list[str]:
+    """pt.decide's methods to run: ``method``, and the random floor beside it."""
+    return [method, *([FLOOR] if floor and method != FLOOR else [])]
+
+
+def twin_per_cap(
+    workloads, caps, draws, budget=50, partial=None, method="table", floor=True
+) -> pd.DataFrame:
+    """Section 1: one ``pt.decide`` per (workload, cap, draw, method: ``method`` and, with
+    ``floor``, the random sampler); ``partial(rows)`` is called after each decision (a
+    long run keeps what it finished)."""
     rows: list[dict] = []
     scored = [k for k in BUDGETS if k <= budget]  # what a budget-k run would have measured
     for wl in workloads:
         truth = _truth(wl)
         ref = pt.Predictor.from_pretrained(reference_for(wl))
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
-        for d in _draw_ids(draws):
-            for cap in caps:
-                board = ReplayBackend(corpus)
-                t0 = time.time()
-                dec = pt.decide(board, ref, float(cap), budget=budget, seed=d, method=method)
-                for r in prefix_scores(
-                    dec.measurements, truth, np.array([cap]), scored, board=corpus
-                ):
-                    rows.append(
-                        {
-                            **r,
-                            "workload": wl,
-                            "draw": d,
-                            "stop": dec.stop_reason,
-                            "stopped_at": dec.n_measured,
-                            "board_h": dec.board_s / 3600,
-                            "method": method,
-                        }
-                    )
-                if partial is not None:
-                    partial(rows)
-                print(
-                    f"  per-cap {wl} draw {d} cap {cap:g} W: {dec.n_measured} measured, "
-                    f"{dec.stop_reason}, {time.time() - t0:.0f} s",
-                    flush=True,
+        for d, cap, m in [(d, c, m) for d in _draw_ids(draws) for c in caps
+                          for m in _methods(method, floor)]:  # fmt: skip
+            board = ReplayBackend(corpus)
+            t0 = time.time()
+            dec = pt.decide(board, ref, float(cap), budget=budget, seed=d, method=m)
+            for r in prefix_scores(dec.measurements, truth, np.array([cap]), scored, board=corpus):
+                rows.append(
+                    {
+                        **r,
+                        "workload": wl,
+                        "draw": d,
+                        "stop": dec.stop_reason,
+                        "stopped_at": dec.n_measured,
+                        "board_h": dec.board_s / 3600,
+                        "method": m,
+                    }
                 )
+            if partial is not None:
+                partial(rows)
+            print(
+                f"  per-cap {wl} {m} draw {d} cap {cap:g} W: {dec.n_measured} measured, "
+                f"{dec.stop_reason}, {time.time() - t0:.0f} s",
+                flush=True,
+            )
     return pd.DataFrame(rows)
 
 
 def twin_shared(
-    workloads, caps, draws, budget=50, also=SCHEDULE_CAPS, partial=None, method="table"
-) -> tuple[pd.DataFrame, dict]:
+    workloads, caps, draws, budget=50, also=SCHEDULE_CAPS, partial=None, method="table",
+    floor=True,
+) -> tuple[pd.DataFrame, dict]:  # fmt: skip
     """Section 2: one ``pt.decide`` for the whole sweep per (workload, draw); also
     returns each workload's first decision (the schedule section follows it). The
     decision also covers the caps ``also`` (the schedule's); only ``caps`` are scored."""
@@ -215,10 +227,11 @@ def twin_shared(
         truth = _truth(wl)
         ref = pt.Predictor.from_pretrained(reference_for(wl))
         corpus = load_corpus(f"orin-agx_{wl}_bs16")
-        for d in _draw_ids(draws):
+        for d, m in [(d, m) for d in _draw_ids(draws) for m in _methods(method, floor)]:
             t0 = time.time()
-            dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, seed=d, method=method)
-            first.setdefault(wl, dec)
+            dec = pt.decide(ReplayBackend(corpus), ref, every, budget=budget, seed=d, method=m)
+            if m == method:
+                first.setdefault(wl, dec)
             for r in prefix_scores(dec.measurements, truth, caps, board=corpus):
                 rows.append(
                     {
@@ -229,13 +242,13 @@ def twin_shared(
                         "stopped_at": dec.n_measured,
                         "board_min": dec.board_minutes,
                         "expected_loss_pct": 100 * dec.expected_loss,
-                        "method": method,
+                        "method": m,
                     }
                 )
             if partial is not None:
                 partial(rows)
             print(
-                f"  shared {wl} draw {d}: {dec.n_measured} measured, {dec.stop_reason}, "
+                f"  shared {wl} {m} draw {d}: {dec.n_measured} measured, {dec.stop_reason}, "
                 f"{time.time() - t0:.0f} s",
                 flush=True,
             )
@@ -334,11 +347,13 @@ HELD_OUT_WORKLOAD = "transformer-char"
 CROSS_DEVICE = (("orin-nano", "resnet18-cifar"), ("xavier-agx", "mobilenetv2-cifar"))
 
 
-#: pt.decide's runs in section 7: name -> (method, protocol)
+#: pt.decide's runs in section 7: name -> (method, protocol); the last, the random sampler,
+#: is the floor
 HELD_OUT_RUNS = {
     "table": ("table", "settled"),
     "table-fixed": ("table", "fixed"),
     "contest-fixed": ("contest", "fixed"),
+    FLOOR: (FLOOR, "settled"),
 }
 
 
@@ -639,6 +654,19 @@ def _summ(df: pd.DataFrame) -> dict:
     }
 
 
+def _split_floor(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A section's rows: (the method run, the random floor beside it)."""
+    if "method" not in df or not (df.method == FLOOR).any() or (df.method == FLOOR).all():
+        return df, df.iloc[:0]
+    return df[df.method != FLOOR], df[df.method == FLOOR]
+
+
+def _print_floor(floor: pd.DataFrame) -> None:
+    if len(floor):
+        print(f"{FLOOR} sampler (the floor), median / Q3 penalty % by budget:")
+        print(_budget_table(floor, ["workload"]).to_string())
+
+
 def _draws_run(df: pd.DataFrame) -> str:
     """The draws a section actually ran: one number, or the range over its workloads."""
     per = df.groupby("workload").draw.nunique()
@@ -654,7 +682,7 @@ def check(label: str, value: float, limit: float) -> str:
 def report(out: dict) -> None:
     lines = []
     if "per_cap" in out:
-        pc = pd.DataFrame(out["per_cap"])
+        pc, floor = _split_floor(pd.DataFrame(out["per_cap"]))
         print(
             f"\n1. Twin, one decision per cap ({pc.cap_w.nunique()} caps, {_draws_run(pc)} draws)"
         )
@@ -689,8 +717,9 @@ def report(out: dict) -> None:
             f"stop reasons (budget {top} runs): " + ", ".join(f"{k} {v}" for k, v in stops.items())
         )
         print(f"board hours per decision (median): {pc[pc.budget == top].board_h.median():.2f}")
+        _print_floor(floor)
     if "shared" in out:
-        sh = pd.DataFrame(out["shared"])
+        sh, floor = _split_floor(pd.DataFrame(out["shared"]))
         print(
             f"\n2. Twin, one budget shared by the {sh.cap_w.min():g}-{sh.cap_w.max():g} W "
             f"sweep ({_draws_run(sh)} draws; penalty as in 1.)"
@@ -704,6 +733,7 @@ def report(out: dict) -> None:
                     f"{s['al1_pct']:5.1f} % no pick {s['no_pick_pct']:5.1f} % "
                     f"(vs expected power {s['expected_median']:5.2f} %)"
                 )
+        _print_floor(floor)
         s = _summ(sh[sh.budget == 50])
         lines.append(
             check("shared budget 50, all workloads, median penalty %", s["penalty_median"], 1.5)
@@ -725,7 +755,7 @@ def report(out: dict) -> None:
                     f"{v['at_caps_median']:6.2f} %"
                 )
         if "per_cap" in out:
-            pc = pd.DataFrame(out["per_cap"])
+            pc = _split_floor(pd.DataFrame(out["per_cap"]))[0]
             for wl, res in b.items():
                 g = pc[(pc.workload == wl) & (pc.budget == 25)]
                 if isinstance(res, dict) and len(g) and "PT@50" in res:
@@ -815,7 +845,9 @@ def _decide_rows(out: dict, peers: pd.DataFrame) -> pd.DataFrame:
         df = pd.DataFrame(out[key])
         p = peers[peers["mode"] == mode]
         df = df[df.workload.isin(p.workload) & df.cap_w.isin(p.cap_w) & df.draw.isin(p.draw)]
-        parts.append(df.assign(strategy="pt.decide", mode=mode))
+        floor = df.method == FLOOR if "method" in df else np.zeros(len(df), bool)
+        name = np.where(floor, f"{FLOOR} (floor)", "pt.decide")
+        parts.append(df.assign(strategy=name, mode=mode))
     return pd.concat(parts, ignore_index=True) if parts else peers.iloc[:0]
 
 
@@ -830,7 +862,7 @@ def _behind(both: pd.DataFrame, budgets=(10, 15, 25, 50)) -> tuple[int, int]:
     )
     if "pt.decide" not in med:
         return 0, 0
-    peers = med.drop(columns="pt.decide")
+    peers = med.drop(columns=["pt.decide", *[c for c in med if c == f"{FLOOR} (floor)"]])
     med = med[med["pt.decide"].notna() & peers.notna().any(axis=1)]
     worse = (med["pt.decide"].to_numpy()[:, None] > peers.loc[med.index].to_numpy()).any(axis=1)
     return int(worse.sum()), len(med)
@@ -841,7 +873,7 @@ def report_table(out: dict) -> list[str]:
     setting, pt.decide beside both Optuna samplers at every budget; the targets."""
     lines: list[str] = []
     if "shared" in out:
-        sh = pd.DataFrame(out["shared"])
+        sh = _split_floor(pd.DataFrame(out["shared"]))[0]
         if "board_min" in sh:
             one = sh.drop_duplicates(["workload", "draw"])
             print(
@@ -920,7 +952,7 @@ def plot(out: dict, path: str) -> None:
         a = ax[0, j]
         for key, label in (("per_cap", "active, per cap"), ("shared", "active, shared")):
             if key in out:
-                df = pd.DataFrame(out[key])
+                df = _split_floor(pd.DataFrame(out[key]))[0]
                 df = df[df.workload == wl]
                 if len(df):
                     med = df.groupby("budget").penalty_pct.median()
@@ -980,7 +1012,12 @@ def _main(argv=None) -> dict:
         help="seconds between cap steps (default 1800: 50 -> 15 W within MobileNetV3's run)",
     )
     ap.add_argument(
-        "--method", default="table", choices=("table", "contest"), help="pt.decide's method"
+        "--method", default="table", choices=tuple(METHODS), help="pt.decide's method (sampler)"
+    )
+    ap.add_argument(
+        "--no-floor",
+        action="store_true",
+        help=f"leave out the {FLOOR} sampler run beside --method in sections 1 and 2",
     )
     ap.add_argument(
         "--per-cap-caps",
@@ -1064,6 +1101,7 @@ def _main(argv=None) -> dict:
             budget=args.per_cap_budget,
             partial=partial,
             method=args.method,
+            floor=not args.no_floor,
         ).to_dict("records")
         save()
     shared_first: dict = {}
@@ -1074,8 +1112,9 @@ def _main(argv=None) -> dict:
             save()
 
         df, shared_first = twin_shared(
-            args.workloads, caps, ids, partial=partial_shared, method=args.method
-        )
+            args.workloads, caps, ids, partial=partial_shared, method=args.method,
+            floor=not args.no_floor,
+        )  # fmt: skip
         out["shared"] = df.to_dict("records")
         save()
     if "baselines" in args.sections:

@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from powertrain.decisions.decide import _batch
 from powertrain.decisions.loss import CLIP, table_loss
 from powertrain.decisions.posterior import (
     CLIP_Z,
@@ -15,6 +14,9 @@ from powertrain.decisions.posterior import (
     knob_space,
     spread_scale,
 )
+from powertrain.decisions.samplers.random import RandomSampler
+from powertrain.decisions.samplers.table import batch as _batch
+from powertrain.decisions.settings import Settings
 from powertrain.decisions.study import Study
 
 
@@ -78,13 +80,13 @@ def test_the_spread_is_scaled_by_how_far_the_forecasts_were_off():
 
 def test_the_study_keeps_each_forecast_and_what_it_measured():
     cands = pd.DataFrame({"f": [1.0, 2.0, 3.0]})
-    study = Study(cands, ["f"], "time_ms", measure=lambda c: c.assign(time_ms=110.0, power_w=21.0),
-                  check=lambda rows, given: None, say=lambda line: None)  # fmt: skip
-    forecast = np.full((4, 3), np.nan)
-    forecast[:, 1] = [np.log(100.0), 0.05, 20.0, 0.5]  # 100 ms +-5 %, 20 +- 0.5 W
-    study.expect(np.array([1]), forecast)
-    study.run(np.array([1]), 1, ["test"])
-    study.run(np.array([2]), 1, ["not forecast"])
+
+    class Reference:  # what a study reads of a reference: its columns
+        inputs_, targets_ = ("f",), ("time_ms", "power_w")
+
+    study = Study(cands, Reference(), np.array([30.0]), Settings().checked(5), RandomSampler())
+    study.ahead[:, 1] = [np.log(100.0), 0.05, 20.0, 0.5]  # 100 ms +-5 %, 20 +- 0.5 W
+    study.tell(cands.iloc[1:].assign(time_ms=110.0, power_w=21.0))  # 2 forecast, 3 not
     z_t, z_p = study.surprise()
     assert z_t.tolist() == pytest.approx([np.log(1.1) / 0.05])  # only the forecast one
     assert z_p.tolist() == pytest.approx([2.0])

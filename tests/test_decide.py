@@ -8,7 +8,7 @@ import pytest
 import powertrain as pt
 from powertrain.backends import ReplayBackend
 from powertrain.data.corpora import load_corpus
-from powertrain.decisions.decide import win_probabilities
+from powertrain.decisions.samplers.contest import contest
 from powertrain.errors import DataError, ProfilingError
 
 # slow tests are marked one by one: the rest are part of `make test-fast`
@@ -86,7 +86,8 @@ def test_win_probability_favours_the_rival_likely_faster_and_within_the_cap():
     mu_p = np.array([29.0, 29.0, 35.0, 29.5])
     sd_p = np.array([0.0, 0.5, 0.5, 0.1])
     measured = np.array([True, False, False, False])
-    probs, inc, beaten = win_probabilities(mu_t, sd_t, mu_p, sd_p, measured, np.array([30.0]))
+    c = contest(mu_t, sd_t, mu_p, sd_p, measured, np.array([30.0]))
+    probs, inc, beaten = c.probs, c.incumbent, c.beaten
     assert inc[0] == 0
     assert probs[0, 2] == 0  # 5 W over the cap: never the pick
     assert probs[0, 1] > probs[0, 3] > 0  # faster and sure to fit beats slower
@@ -188,7 +189,7 @@ def test_on_the_reference_s_own_device_the_start_spans_its_predicted_power(table
     """The reference was trained on this board's device (an Orin AGX): one start
     configuration from each fifth of the candidates ordered by its predicted power.
     On another device the start stays stratified over the device's knobs."""
-    from powertrain.decisions.decide import _trained_on
+    from powertrain.decisions.samplers.base import trained_on
 
     d = pt.decide(ReplayBackend(table), reference, 30.0, budget=5, transfer_options=QUICK)
     start = d.measurements[d.measurements["round"] == 0]
@@ -197,7 +198,8 @@ def test_on_the_reference_s_own_device_the_start_spans_its_predicted_power(table
     fifths = np.searchsorted(np.sort(p), reference.predict(start[KEYS])["power_w"], "left")
     assert sorted(fifths * 5 // len(p)) == [0, 1, 2, 3, 4]  # one from each fifth
     nano = pt.backends.TwinBackend(pt.Twin("orin-nano", "resnet18-cifar", seed=0))
-    assert _trained_on(reference, ReplayBackend(table)) and not _trained_on(reference, nano)
+    assert trained_on(reference, ReplayBackend(table).device)
+    assert not trained_on(reference, nano.device)
 
 
 def test_the_lowest_cap_is_reached_first(table, reference):
@@ -483,7 +485,7 @@ def test_follow_command_decides_once_then_switches_between_minibatches(tmp_path,
 def test_an_unmeasured_configuration_is_returned_only_when_accepted():
     """Hand-built state: a measured configuration under the cap, and an unmeasured one
     predicted 20 % faster at 25 +- 1 W under a 30 W cap (a 99.9 % chance of fitting)."""
-    from powertrain.decisions.decide import _pick
+    from powertrain.decisions.candidates import make_pick as _pick
 
     cands = pd.DataFrame({"power_limit_w": [100.0, 150.0], "batch_size": [32, 32]})
     state = dict(

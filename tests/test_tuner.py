@@ -18,11 +18,11 @@ from test_profiling_nvml import START_MW, FakeNvml
 
 import powertrain as pt
 from powertrain.backends import NvmlBackend, TwinBackend
-from powertrain.decisions.tuner import improvement
+from powertrain.decisions.samplers.contest import contest
 from powertrain.errors import DataError
 from powertrain.predictor import PowerTrainMLP, Predictor
 
-pytestmark = pytest.mark.slow
+# slow tests are marked one by one: the rest are part of `make test-fast`
 
 #: a quick transfer: these tests check the loop's contract, not the model's accuracy
 QUICK = {"transfer_epochs": 30, "transfer_cv_folds": 2}
@@ -77,6 +77,7 @@ def twin_board(workload: str = "mobilenetv3") -> Recording:
     return Recording(pt.Twin("orin-agx", workload, seed=0))
 
 
+@pytest.mark.slow  # a few hundred steps and several transfers
 def test_a_plain_loop_trains_decides_and_restores(reference, caplog):
     board, job = twin_board(), Job()
     tuner = pt.Tuner(board, reference, 30.0, budget=8, minibatches=5, transfer_options=QUICK)
@@ -116,6 +117,7 @@ def test_the_first_minibatch_after_each_change_trains_but_is_not_timed(reference
     assert len(board.configured) in (len(rows), len(rows) + 1)
 
 
+@pytest.mark.slow  # a few hundred steps and several transfers
 def test_a_new_cap_is_decided_again_and_applied(reference, caplog):
     board, job = twin_board(), Job()
     schedule = pt.CapSchedule(steps=[(0, 30.0), (60.0, 20.0)])
@@ -149,6 +151,7 @@ def test_an_error_in_the_step_restores_the_board(reference):
     assert len(board.configured) == n
 
 
+@pytest.mark.slow  # a few hundred steps and several transfers
 def test_the_tuner_chooses_the_batch_size_with_a_new_dataloader(reference):
     board, job = twin_board(), Job()
     tuner = pt.Tuner(
@@ -308,7 +311,8 @@ def test_the_improvement_favours_a_likely_faster_rival_within_the_cap():
     power = np.array([20.0, 20.0, 40.0, 10.0])
     sd_p = np.full(4, 1.0)
     measured = np.array([True, False, False, False])
-    inc, gain = improvement(cost, rel, power, sd_p, measured, 30.0)
+    c = contest(cost, rel * cost, power, sd_p, measured, np.array([30.0]))
+    inc, gain = c.incumbent[0], c.improvement[0]
     assert inc == 0 and gain[0] == 0
     assert gain[1] > 0.1 and gain[2] < 1e-6 and gain[3] < 1e-6
 

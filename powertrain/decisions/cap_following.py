@@ -27,9 +27,13 @@ import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
 from ..schema import check_columns, read_csv
+from .candidates import CapPick, fastest_measured
+from .settings import TOLERANCE, checked_cap
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .decide import CapPick, Decision
+    from .decide import Decision
+
+__all__ = ["CapController", "CapSchedule", "FollowResult", "checked_cap", "follow"]
 
 
 class CapSchedule:
@@ -110,17 +114,6 @@ def _check_steps(steps: Sequence[tuple[float, float]]) -> list[tuple[float, floa
     return out
 
 
-def checked_cap(cap: Any, elapsed_s: float) -> float:
-    """A schedule's answer as watts: a finite positive number, else an error naming the
-    time and the value (a plain callable schedule is checked too)."""
-    ok = isinstance(cap, (int, float, np.number)) and not isinstance(cap, bool)
-    if not (ok and math.isfinite(cap) and cap > 0):
-        raise DataError(
-            f"the cap schedule returned {cap!r} at {elapsed_s:.0f} s: a cap must be positive watts"
-        )
-    return float(cap)
-
-
 class CapController:
     """Answers a new cap at once from a decision's measurements and estimates.
 
@@ -162,6 +155,7 @@ class CapController:
         budget: int = 0,
         tolerance: float | None = None,
         decide_options: dict | None = None,
+        study: Any = None,
     ):
         need = [*config_columns, "cost", "power_w", "measured"]
         self.estimates = check_columns(
@@ -181,8 +175,8 @@ class CapController:
         self.reference = reference
         self.measurements = measurements
         self.budget = int(budget)
-        from .decide import TOLERANCE
-
+        #: the study that made the decision: it judges a new cap (None: the cached spreads)
+        self.study = study
         self.tolerance = TOLERANCE if tolerance is None else float(tolerance)
         self.decide_options = dict(decide_options or {})
         #: configurations measured and board seconds spent by re-decisions
@@ -220,14 +214,18 @@ class CapController:
             budget=budget,
             tolerance=tolerance,
             decide_options=decide_options,
+            study=decision.study,
         )
 
     def unsure(self, power_cap_w: float) -> bool:
         """Whether the cached answer for ``power_cap_w`` could be bettered by measuring:
-        nothing measured fits, or an unmeasured configuration's expected relative
-        improvement on the measured pick exceeds the tolerance (the cached spreads; cost
-        taken as log-normal with the time's relative spread)."""
-        from .decide import contest
+        nothing measured fits, or the study that made the decision would not stop at this
+        cap alone (its sampler's assessment, its stop rule, the controller's tolerance).
+        A controller built from bare estimates judges by their cached spreads (each
+        unmeasured configuration's expected improvement on the measured pick)."""
+        if self.study is not None:
+            return not self.study.settled_at(float(power_cap_w), self.tolerance)
+        from .samplers.contest import contest
 
         e = self.estimates
         measured = e["measured"].to_numpy(float) > 0
@@ -267,6 +265,7 @@ class CapController:
         assert d.estimates is not None
         self.estimates = d.estimates.assign(measured=d.estimates["measured"].astype(float))
         self.measurements = d.measurements  # earlier rows now carry round -1, "given"
+        self.study = d.study
         self._measured.append(d.measurements[d.measurements["round"] >= 0])
         self.n_measured += d.n_measured
         self.board_s += d.board_s
@@ -285,8 +284,6 @@ class CapController:
         """The configuration to run under ``power_cap_w`` (config None: nothing fits);
         re-decided on the board first when the controller has a budget and the cached
         answer is unsure (once per cap)."""
-        from .decide import CapPick
-
         done = any(math.isclose(c, power_cap_w) for c, _ in self.redecided)
         if self.budget and not done and self.unsure(power_cap_w):
             self.redecide(power_cap_w)
@@ -300,9 +297,8 @@ class CapController:
         def config(j: int) -> dict:
             return {c: float(e[c].iloc[j]) for c in self.config_columns}
 
-        fits = np.flatnonzero(measured & (power <= power_cap_w))
-        if fits.size:
-            j = int(fits[np.argmin(cost[fits])])
+        j = fastest_measured(measured, power, cost, power_cap_w)
+        if j >= 0:
             return CapPick(
                 power_cap_w, config(j), True, None, power[j], cost[j], 1.0, "fastest measured"
             )

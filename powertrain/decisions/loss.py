@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .candidates import fastest_measured
 from .posterior import Field, field_draws
 
 #: the loss of a cap without a measured pick, per draw in which something fits
@@ -169,13 +170,10 @@ def _incumbents(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per cap, the fastest measured configuration whose measured power is at most the cap
     (-1 and inf: none)."""
-    incumbent = np.full(len(caps), -1)
+    incumbent = np.array([fastest_measured(measured, mu_p, cost, cap) for cap in caps], dtype=int)
     best = np.full(len(caps), np.inf)
-    for c, cap in enumerate(caps):
-        fits = np.flatnonzero(measured & (mu_p <= cap))
-        if fits.size:
-            j = int(fits[np.argmin(cost[fits])])
-            incumbent[c], best[c] = j, float(cost[j])
+    hit = incumbent >= 0
+    best[hit] = cost[incumbent[hit]]
     return incumbent, best
 
 

@@ -1,16 +1,24 @@
-"""What a decision knows and how it is told to work: its settings, grouped, and its study.
+"""The decision engine: a study holds the history, a sampler says what to measure next, a
+terminator when to stop (Optuna's ``study/``, ``samplers/``, ``terminator/``).
 
-Why: a decision with the board in the loop carries about twenty settings and a growing
-history. Grouping the settings (:class:`Settings`, checked once) and keeping the history
-in one object (:class:`Study`: the candidates, what each measurement showed, the board
-time, the log a later call resumes from) lets ``decide`` read as its steps: start,
-transfer, assess, choose the next measurements, stop, and pick. Optuna's layout is the
-model: a study holds the history, a sampler says what to measure next, a terminator when
-to stop.
+Why one engine: ``decide`` (a sweep on a board), the Tuner (the job's own training
+steps) and the cap controller (a new cap at run time) once each had their own loop,
+start, acquisition, stop rule and constants, and they drifted apart. Each is now a thin
+driver around a :class:`Study`::
+
+    study = Study(candidates, reference, caps, settings, sampler, factor=...)
+    while (asked := study.ask()) is not None:      # the start, then round by round
+        study.tell(measure(asked.configs), asked)  # the board, or training steps
+    study.picks()                                  # the fastest measured under each cap
+
+Given the same candidates, caps, settings and measurements, every driver measures the
+same configurations in the same order and returns the same picks.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -18,142 +26,157 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from .optimise import _number
-
-#: what a decision minimises among the configurations under a cap
-OBJECTIVES = ("time", "energy")
-#: what a round of the loop measures (decide's ``acquisition``)
-ACQUISITIONS = ("improvement", "probability")
-#: how a decision models what it has not measured (decide's ``method``): "table", joint
-#: draws with neighbours' errors shared and the cap table's expected loss; "contest",
-#: independent draws per configuration and per-cap improvement (the earlier loop)
-METHODS = ("table", "contest")
-#: how long each configuration is measured (decide's ``protocol``): until its mean time
-#: and power are known to SETTLE_TOL relative standard error, or ``n_minibatches``
-PROTOCOLS = ("settled", "fixed")
-SETTLE_TOL = 0.01
-#: the fewest measured configurations a transfer accepts (Predictor.transfer)
-MIN_TRANSFER = 5
-#: the stop's bound on the expected relative loss (table) or a challenger's expected
-#: improvement (contest). Chosen on the tuning corpora only (Orin AGX MobileNetV3 and
-#: ResNet-18, 34 caps 17-50 W, budget 50, 8 draws each, the spread scaled by the
-#: network's own out-of-sample errors): at 1 % the table stopped at a median of 40
-#: measured with a 1.65 % median penalty, at 0.5 % at 47 with 1.15 %
-TOLERANCE = 0.005
+from .candidates import CapPick, cost, fastest_measured, make_pick
+from .posterior import knob_space
+from .settings import MIN_TRANSFER, Settings
+from .terminator import Standing, Terminator
 
 
 @dataclass
-class Settings:
-    """decide's settings, grouped: the budget, the stop, the model of what is unmeasured,
-    the measurement protocol and the choice (see :func:`~powertrain.decisions.decide.
-    decide` for each)."""
+class Ask:
+    """What a study asks to be measured next: candidate ``positions``, their ``configs``
+    (rows of the candidates, in the order to measure them), ``why`` (one line each) and
+    the ``round`` (0: the start)."""
 
-    # the budget: how many configurations, how many first, how many a round
-    budget: int = 50
-    start: int | None = None
-    per_round: int = 2
-    # the stop
-    confidence: float = 0.9
-    patience: int = 4
-    tolerance: float = TOLERANCE
-    # the model of what is unmeasured, and what a round measures
-    method: str = "table"
-    correlation: float | None = None
-    acquisition: str = "improvement"
-    draws: int = 512
-    seed: int = 0
-    # the measurement protocol
-    protocol: str = "settled"
-    n_minibatches: int = 40
-    # the choice
-    objective: str = "time"
-    accept_unmeasured: float | None = None
-    cap_weights: Sequence[float] | None = None
-
-    def checked(self, given: int) -> Settings:
-        """These settings with each one checked (an error names it) and ``start`` set
-        (default ``MIN_TRANSFER``, the fewest a transfer takes: on the tuning corpora a
-        start of 10 spent five measurements far from any cap's pick; ``given``: earlier
-        measurements)."""
-        _choice("objective", self.objective, OBJECTIVES)
-        _choice("method", self.method, METHODS)
-        _choice("protocol", self.protocol, PROTOCOLS)
-        _choice("acquisition", self.acquisition, ACQUISITIONS)
-        _integer("budget", self.budget, 1, "a positive number of configurations")
-        _integer("per_round", self.per_round, 1, "a positive integer")
-        _integer("patience", self.patience, 0, "an integer >= 0 (rounds)")
-        _integer("draws", self.draws, 1, "a positive integer")
-        _integer("seed", self.seed, 0, "an integer >= 0")
-        _probability("confidence", self.confidence)
-        if self.accept_unmeasured is not None:
-            _probability("accept_unmeasured", self.accept_unmeasured)
-        if not 0 <= self.tolerance < 1:
-            raise DataError(f"tolerance must be a fraction in [0, 1), got {self.tolerance!r}")
-        if self.correlation is not None:
-            _number("correlation", self.correlation)
-        start = MIN_TRANSFER if self.start is None else self.start
-        if start + given < MIN_TRANSFER:
-            raise DataError(
-                f"start={start}: a transfer needs at least {MIN_TRANSFER} measured configurations"
-            )
-        self.start = min(int(start), int(self.budget))
-        return self
-
-
-def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise DataError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-
-
-def _probability(name: str, value: Any) -> None:
-    if not 0 < value < 1:
-        raise DataError(f"{name} must be a probability in (0, 1), got {value!r}")
-
-
-def _integer(name: str, value: Any, minimum: int, what: str) -> int:
-    """An integer argument at least ``minimum``, else an error naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise DataError(f"{name} must be {what}, got {value!r}")
-    return int(value)
+    positions: np.ndarray
+    configs: pd.DataFrame
+    why: list[str]
+    round: int
 
 
 class Study:
-    """The history of one decision: the candidates, which are measured and what they
-    showed, every measurement in order (``log``: ``round`` -1 for given samples, 0 for
-    the start), and the board seconds this call spent. ``measure(configs)`` runs the
-    board; ``say(line)`` is told of every configuration measured and why."""
+    """The history of one decision over ``caps`` among ``cands``: which candidates are
+    measured and what they showed, every measurement in order (:meth:`history`: ``round``
+    -1 for given samples, 0 for the start), the board seconds spent, the model
+    transferred from ``reference`` to what was measured, and why it stopped.
+
+    ``sampler``: the strategy (:mod:`~powertrain.decisions.samplers`). ``factor``: each
+    candidate's cost factor (:func:`~powertrain.decisions.candidates.cost_factor`).
+    ``weights``: each cap's weight (default uniform). ``device``: the board's device (the
+    start reads it). ``say(line)`` is told of every configuration asked for and why;
+    ``source`` names where measurements come from in errors."""
 
     def __init__(
         self,
         cands: pd.DataFrame,
-        inputs: Sequence[str],
-        time_col: str,
-        measure: Callable[[pd.DataFrame], pd.DataFrame],
-        check: Callable[[pd.DataFrame, bool], None],
-        say: Callable[[str], None],
+        reference: Any,
+        caps: np.ndarray,
+        settings: Settings,
+        sampler: Any,  # a samplers.base.Sampler (not imported: samplers import this)
+        *,
+        factor: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        device: Any = None,
+        transfer_options: dict | None = None,
+        say: Callable[[str], None] | None = None,
+        source: str = "the board",
     ):
         self.cands = cands
-        self.inputs = tuple(inputs)
-        self.time_col = time_col
-        self._measure, self._check, self.say = measure, check, say
-        keys = [tuple(np.round(row, 3)) for row in cands[list(inputs)].to_numpy(float)]
+        self.reference = reference
+        self.inputs = tuple(reference.inputs_)
+        self.targets = tuple(reference.targets_)
+        self.time_col = next(t for t in self.targets if t != "power_w")
+        self.caps = np.asarray(caps, float)
+        self.settings, self.sampler = settings, sampler
+        self.factor = np.ones(len(cands)) if factor is None else np.asarray(factor, float)
+        self.weights = np.full(len(self.caps), 1.0 / len(self.caps)) if weights is None else weights
+        self.device, self.source = device, source
+        self.transfer_options = dict(transfer_options or {})
+        self.say = say or (lambda line: None)
+        self.knobs = knob_space(cands[list(self.inputs)].to_numpy(float))
+        self.rng = np.random.default_rng(settings.seed)
+        s = settings
+        self.terminator = Terminator(
+            sampler.stop_rule, s.confidence, s.tolerance, s.patience, s.budget
+        )
+        keys = [tuple(np.round(row, 3)) for row in cands[list(self.inputs)].to_numpy(float)]
         self.position = {k: i for i, k in enumerate(keys)}
         self.measured = np.zeros(len(cands), dtype=bool)
         self.m_time = np.full(len(cands), np.nan)
         self.m_power = np.full(len(cands), np.nan)
-        #: what the loop expected a configuration to measure when it chose it: the
+        #: what the study expected a configuration to measure when it chose it: the
         #: posterior mean and sd of log time, of power, the sds at unit spread scale
         #: (nan: not chosen by a forecast)
         self.ahead = np.full((4, len(cands)), np.nan)
         self.log: list[pd.DataFrame] = []
         self.board_s = 0.0
-        self.n_new = 0
-        self.rounds = 0
+        self.n_new = self.n_given = self.rounds = 0
+        #: the picks (incumbents per cap) of every assessment, in order
+        self.picks_seen: list[tuple] = []
+        self.standing: Standing | None = None
+        self.stop_reason: str | None = None
+        self._started = False
+        self._asked: Ask | None = None
+        self._fit: tuple[int, Any, pd.DataFrame] | None = None
 
-    def record(self, rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
-        """Take measured ``rows`` (round ``rnd``; -1: given samples) into the history."""
+    # ---------------------------------------------------------------- ask and tell --
+    def ask(self) -> Ask | None:
+        """The configurations to measure next, or None once the study stopped
+        (:attr:`stop_reason`). Each ask must be answered by :meth:`tell` first."""
+        if self._asked is not None:
+            raise DataError("Study.ask: tell the measurements of the last ask first")
+        if not self._started:
+            self._started = True
+            s = self.settings
+            assert s.start is not None
+            free = np.flatnonzero(~self.measured)
+            first, why = self.sampler.start(self, free, max(0, s.start - self.n_given))
+            if len(first):
+                return self._ask(free[np.asarray(first, dtype=int)], [why] * len(first), 0)
+        if self.stop_reason is not None:
+            return None
+        if self.measured.all():  # nothing left to measure: no model needed
+            self.standing = self._measured_only()
+            self.stop_reason = "exhausted"
+            return None
+        est = self.predict()[1] if self.sampler.uses_model else None
+        standing = self.sampler.assess(self, est)
+        self.standing = standing
+        self.picks_seen.append(tuple(standing.incumbent))
+        stop = self.terminator(standing, self.picks_seen, self.n_new)
+        take, why = np.zeros(0, dtype=int), []
+        if stop is None:
+            n = min(self.settings.per_round, self.settings.budget - self.n_new)
+            take, why = self.sampler.choose(self, standing, n)
+            stop = None if len(take) else "exhausted"
+        if stop is not None:
+            self.stop_reason = stop
+            return None
+        self.rounds += 1
+        if standing.forecast is not None:
+            self.ahead[:, take] = standing.forecast[:, take]
+        return self._ask(np.asarray(take, dtype=int), list(why), self.rounds)
+
+    def _ask(self, idx: np.ndarray, why: list[str], rnd: int) -> Ask:
+        configs = self.cands.iloc[idx].reset_index(drop=True)
+        for i in range(len(configs)):
+            shown = " ".join(f"{k}={v:g}" for k, v in configs.iloc[i].to_dict().items())
+            self.say(f"round {rnd}: measuring {shown}: {why[i]}")
+        self._asked = Ask(idx, configs, why, rnd)
+        return self._asked
+
+    def tell(self, rows: pd.DataFrame, asked: Ask | None = None) -> None:
+        """Take measured ``rows`` into the history: the answer to ``asked`` (counted in
+        the budget, their board seconds in :attr:`board_s`), or, without it, earlier
+        measurements given to start from (round -1)."""
+        if asked is None:
+            self._record(rows, -1, ["given"] * len(rows))
+            self.n_given += len(rows)
+            return
+        if asked is not self._asked:
+            raise DataError("Study.tell: these rows answer no open ask of this study")
+        if len(rows) != len(asked.why):
+            raise DataError(
+                f"{self.source} returned {len(rows)} measurement(s) for "
+                f"{len(asked.why)} configuration(s)"
+            )
+        self._asked = None
+        self._record(rows, asked.round, asked.why)
+        self.n_new += len(asked.positions)
+
+    def _record(self, rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
         rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
-        self._check(rows, rnd < 0)
+        check_measured(rows, self.inputs, (self.time_col, "power_w"), self.source, rnd < 0)
         for _, row in rows.iterrows():
             j = self.position.get(tuple(np.round(row[list(self.inputs)].to_numpy(float), 3)))
             if j is not None:
@@ -164,20 +187,40 @@ class Study:
             self.board_s += float(rows["profile_s"].sum())
         self.log.append(rows)
 
-    def run(self, idx: np.ndarray, rnd: int, why: list[str]) -> None:
-        """Measure the candidates at positions ``idx`` on the board, saying why."""
-        configs = self.cands.iloc[idx].reset_index(drop=True)
-        for i in range(len(configs)):
-            shown = " ".join(f"{k}={v:g}" for k, v in configs.iloc[i].to_dict().items())
-            self.say(f"round {rnd}: measuring {shown}: {why[i]}")
-        self.record(self._measure(configs), rnd, why)
-        self.n_new += len(idx)
+    # ---------------------------------------------------------------- the model --
+    def predict(self) -> tuple[Any, pd.DataFrame]:
+        """The reference transferred to everything measured, and its estimates of every
+        candidate (with spreads): once per state of the history. With every candidate
+        measured and too few for a transfer, the measurements themselves (no model)."""
+        n = sum(len(rows) for rows in self.log)
+        if self._fit is not None and self._fit[0] == n:
+            return self._fit[1], self._fit[2]
+        done = self.history()
+        if len(done) < MIN_TRANSFER and self.measured.all():
+            model, est = None, self._measured_table()
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures
+                model = self.reference.transfer(
+                    done[[*self.inputs, *self.targets]], random_state=self.settings.seed,
+                    **self.transfer_options,
+                )  # fmt: skip
+                est = model.predict(self.cands[list(self.inputs)], return_std=True)
+        self._fit = (n, model, est)
+        return model, est
 
-    def expect(self, idx: np.ndarray, forecast: np.ndarray) -> None:
-        """Keep what the loop expected the candidates at ``idx`` to measure (``forecast``:
-        4 x candidates, see ``ahead``): out-of-sample errors that say how far to trust
-        the spread."""
-        self.ahead[:, idx] = forecast[:, idx]
+    def _measured_table(self) -> pd.DataFrame:
+        tc = self.time_col
+        return self.cands[list(self.inputs)].assign(
+            **{tc: self.m_time, f"{tc}_std": 0.0, "power_w": self.m_power, "power_w_std": 0.0}
+        )
+
+    def _measured_only(self) -> Standing:
+        """The standing when everything is measured: nothing can beat the picks."""
+        k = cost(self.m_time, self.m_power, self.factor, self.settings.objective)
+        inc = [fastest_measured(self.measured, self.m_power, k, c) for c in self.caps]
+        zero = np.zeros(len(self.caps))
+        return Standing(np.asarray(inc, dtype=int), zero, zero, 0.0)
 
     def surprise(self) -> tuple[np.ndarray, np.ndarray]:
         """What each forecast configuration measured against its forecast, in units of
@@ -190,4 +233,77 @@ class Study:
 
     def history(self) -> pd.DataFrame:
         """Every measurement so far, in order."""
-        return pd.concat(self.log, ignore_index=True)
+        return pd.concat(self.log, ignore_index=True) if self.log else pd.DataFrame()
+
+    # ------------------------------------------------------------------ the picks --
+    def estimates(self) -> pd.DataFrame:
+        """Every candidate at its current values (measured where measured, else the
+        model's), with ``measured`` and the ``cost`` minimised."""
+        _, est = self.predict()
+        tc, m = self.time_col, self.measured
+        mu_t = np.where(m, self.m_time, est[tc].to_numpy(float))
+        mu_p = np.where(m, self.m_power, est["power_w"].to_numpy(float))
+        k = cost(mu_t, mu_p, self.factor, self.settings.objective)
+        return est.assign(**{tc: mu_t, "power_w": mu_p, "measured": m, "cost": k})
+
+    def picks(self) -> list[CapPick]:
+        """Per cap, the fastest configuration measured under it (or the accepted
+        unmeasured one, with ``accept_unmeasured``), with how sure the study is."""
+        est = self.estimates()
+        standing = self.standing if self.standing is not None else self._measured_only()
+        m = self.measured
+        sd_p = np.where(m, 0.0, est["power_w_std"].to_numpy(float))
+        out = []
+        for c, cap in enumerate(self.caps):
+            p = make_pick(
+                float(cap), self.cands, self.inputs, m, est[self.time_col].to_numpy(float),
+                est["power_w"].to_numpy(float), sd_p, est["cost"].to_numpy(float),
+                int(standing.incumbent[c]), float(standing.beaten[c]),
+                self.settings.accept_unmeasured,
+            )  # fmt: skip
+            if standing.loss is not None:
+                p.expected_loss = float(standing.loss[c])
+            out.append(p)
+        return out
+
+    def settled_at(self, cap: float, tolerance: float | None = None) -> bool:
+        """Whether this study's own rule would stop at ``cap`` alone (its model as it
+        ended, the budget aside): something measured fits and nothing unmeasured is
+        likely enough to beat it by more than ``tolerance`` (default the study's)."""
+        k = cost(self.m_time, self.m_power, self.factor, self.settings.objective)
+        if fastest_measured(self.measured, self.m_power, k, cap) < 0:
+            return False
+        kept = (self.caps, self.weights, self.rng)
+        self.caps, self.weights = np.array([float(cap)]), np.ones(1)
+        self.rng = np.random.default_rng(self.settings.seed)
+        try:
+            est = self.predict()[1] if self.sampler.uses_model else None
+            standing = self.sampler.assess(self, est)
+        finally:
+            self.caps, self.weights, self.rng = kept
+        rule = self.terminator
+        if tolerance is not None:
+            rule = dataclasses.replace(rule, tolerance=float(tolerance))
+        return rule.settled(standing)
+
+
+def check_measured(
+    rows: pd.DataFrame, inputs: Sequence[str], targets: Sequence[str], source: str, given: bool
+) -> None:
+    """Every measurement a finite positive time and power, else an error naming the board
+    (or the given samples), the measurement and the configuration."""
+    for col in targets:
+        if col not in rows.columns:
+            raise DataError(f"{'samples' if given else source}: no '{col}' column")
+        v = pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
+        bad = np.flatnonzero(~(np.isfinite(v) & (v > 0)))
+        if bad.size:
+            i = int(bad[0])
+            where = "the given samples" if given else source
+            config = " ".join(
+                f"{c}={float(rows[c].iloc[i]):g}" for c in inputs if c in rows.columns
+            )
+            raise DataError(
+                f"{where} returned {col}={v[i]} for {config}: a measurement "
+                "must be a finite positive number"
+            )

@@ -22,7 +22,7 @@ from ..errors import DataError, ProfilingError
 from ..twin import Twin
 from ..utils.progress import progress_bar
 from . import store
-from .aggregate import stable_since, summarise_window
+from .window import Window
 
 
 def _describe(config: Mapping, columns: Iterable[str]) -> str:
@@ -38,50 +38,6 @@ def _describe(config: Mapping, columns: Iterable[str]) -> str:
 
 
 # -- measuring one configuration ---------------------------------------------------------
-
-
-def _clean_window(backend: Backend, log: list, first: int, n: int, min_samples: int) -> int | None:
-    """Index into ``log`` of the start of the shortest clean window that ends at the last
-    minibatch, holds at least ``n`` minibatches and ``min_samples`` power readings; None
-    if the clean minibatches so far hold too few readings.
-
-    Why: at fast modes 40 minibatches finish between two 1 Hz readings; extending the
-    window (more minibatches) is the fix, averaging an empty window as 0 W is not.
-    """
-    last = len(log) - n  # latest start index that still leaves n minibatches
-    if last < first:
-        return None
-    t = backend.power_samples(log[first][0], log[-1][1])
-    t = np.asarray(t, dtype=float).reshape(-1, 2)[:, 0]
-    if len(t) < min_samples:
-        return None
-    t.sort()
-    starts = np.array([log[i][0] for i in range(first, last + 1)])
-    counts = len(t) - np.searchsorted(t, starts, side="left")
-    ok = np.flatnonzero(counts >= min_samples)
-    return first + int(ok[-1]) if len(ok) else None
-
-
-#: the fewest clean minibatches a settled window holds (``profile_one``'s ``settle_tol``)
-MIN_SETTLED = 8
-
-
-def _settled_window(
-    backend: Backend, log: list, first: int, min_samples: int, tol: float
-) -> int | None:
-    """``first`` when the clean minibatches since it pin the mean time and power to a
-    relative standard error of ``tol``, else None (keep running)."""
-    k = len(log) - first
-    if k < MIN_SETTLED:
-        return None
-    ms = np.array([m for _, _, m in log[first:]], dtype=float)
-    pw = np.asarray(backend.power_samples(log[first][0], log[-1][1]), dtype=float)
-    pw = pw.reshape(-1, 2)[:, 1]
-    if len(pw) < max(min_samples, 2):
-        return None
-    se_t = ms.std(ddof=1) / np.sqrt(k) / ms.mean()
-    se_p = pw.std(ddof=1) / np.sqrt(len(pw)) / pw.mean()
-    return first if se_t <= tol and se_p <= tol else None
 
 
 def profile_one(
@@ -107,7 +63,8 @@ def profile_one(
 
     ``settle_tol`` > 0 ends the window earlier, once the mean time and power of the
     clean minibatches are known to that relative standard error (at least
-    :data:`MIN_SETTLED` minibatches and two power readings): a configuration is measured
+    :data:`~powertrain.profiling.window.MIN_SETTLED` minibatches and two power
+    readings): a configuration is measured
     only as long as it takes (``n_minibatches`` stays the longest window).
 
     Parameters
@@ -135,70 +92,34 @@ def profile_one(
     backend = as_backend(backend)
     if int(n_minibatches) < 1:
         raise ValueError(f"n_minibatches must be >= 1, got {n_minibatches!r}")
-    n = int(n_minibatches)
-    period = float(backend.sample_period_s or 1.0)
-    # a working sensor gives readings by then (the floor absorbs thread scheduling delays)
-    patience = max((min_power_samples + 3) * period, 2.0)
     shown = _describe(config, backend.config_columns)  # names the mode in errors
     backend.configure(config)
     t_mode = backend.now()
-    log: list[tuple[float, float, float]] = []  # (start_s, end_s, ms)
+    w = Window(backend, t_mode, shown, int(n_minibatches), min_power_samples, max_settle_s,
+               window, rel_tol, settle_tol)  # fmt: skip
 
-    def run() -> None:
+    def run() -> bool:
         t0 = backend.now()
         ms = backend.run_minibatch()
         if ms is None or not np.isfinite(ms) or ms <= 0:
             raise ProfilingError(f"backend returned an invalid minibatch time {ms!r} for {shown}")
-        log.append((t0, backend.now(), float(ms)))
+        return w.add(t0, backend.now(), float(ms))
 
     run()  # warm-up: kernel selection, allocator, caches (PowerTrain §2.5) -- discarded
-    settled_at: float | None = None
-    first = None  # index of the first clean minibatch
-    stable = True
-    n_seen = -1
-    chosen: int | None = None
-    # a guard only: settling is forced after max_settle_s and the window after `patience`
-    max_total = 100 * n + 100_000
-    while chosen is None:
-        run()
-        now = log[-1][1]
-        if settled_at is None:
-            seen = np.asarray(backend.power_samples(t_mode, now), dtype=float).reshape(-1, 2)
-            if len(seen) == 0 and now - t_mode > patience:
-                raise ProfilingError(
-                    f"the power sensor gave no reading for {now - t_mode:.1f} s (sample period "
-                    f"{period:g} s) in configuration {shown}; check that "
-                    "the sensor works (jtop service running, INA3221 files readable)"
-                )
-            if len(seen) != n_seen:
-                n_seen = len(seen)
-                settled_at = stable_since(seen, window, rel_tol)
-            if settled_at is None and now - t_mode > max_settle_s:
-                settled_at, stable = now, False
-        if settled_at is not None and first is None:
-            first = next((i for i in range(1, len(log)) if log[i][0] >= settled_at), None)
-        if first is not None and settle_tol > 0:
-            chosen = _settled_window(backend, log, first, min_power_samples, settle_tol)
-        if first is not None and chosen is None:
-            chosen = _clean_window(backend, log, first, n, min_power_samples)
-            if chosen is None and len(log) - first >= n and log[-1][1] - log[first][0] >= patience:
-                chosen, stable = first, False  # too few readings even over a long window
-        if chosen is None and len(log) > max_total:
-            chosen, stable = (first if first is not None else max(1, len(log) - n)), False
-    clean = log[chosen:]
-    start, end = clean[0][0], clean[-1][1]
-    samples = np.asarray(backend.power_samples(start, end), dtype=float).reshape(-1, 2)
-    arr = np.array(clean)
+    while not run():
+        pass
     row = {c: config[c] for c in backend.config_columns if c in config}
-    row.update(summarise_window(arr[:, 0], arr[:, 1], arr[:, 2], samples))
+    row.update(w.row())
     if row["n_power_samples"] == 0:
         warnings.warn(
             f"no power reading during the clean minibatches of {shown}; power_w is NaN (not 0)",
             RuntimeWarning,
             stacklevel=2,
         )
-    row["stable"] = bool(stable)
     row["profile_s"] = backend.now() - t_mode
+    log, chosen = w.log, w.chosen
+    assert chosen is not None
+    start, end = log[chosen][0], log[-1][1]
     seen_values = backend.observed(start, end)
     row.update({c: seen_values.get(c, np.nan) for c in backend.observed_columns})
     mb = pd.DataFrame(log, columns=["start_s", "end_s", "time_ms"])
