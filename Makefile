@@ -90,6 +90,7 @@ bench: setup
 	$(PY) benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(PY) benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
 	$(PY) benchmarks/tuning_regret.py --draws 3 --caps-per-trace 2 --json $(RESULTS)/tuning_regret.json | tee $(RESULTS)/tuning_regret.txt
+	$(PY) benchmarks/tuning_regret.py --sections twin --strategies tuner tuner-safe --budgets 10 20 40 --draws 5 --background 3 --json $(RESULTS)/tuning_regret_hardcap.json | tee $(RESULTS)/tuning_regret_hardcap.txt
 	$(PY) benchmarks/super_caps.py --json $(RESULTS)/orin_nano_super.json | tee $(RESULTS)/orin_nano_super.txt
 	$(PY) tools/results_page.py
 

@@ -45,6 +45,8 @@ tolerance was tuned on; YOLOv8n and BERT-base are held out. Nothing in the tuner
 tuned on these runs. Transfers use 30 epochs and 2 folds everywhere (speed).
 
     python benchmarks/tuning_regret.py [--draws N] [--budget 20] [--json PATH]
+    python benchmarks/tuning_regret.py --sections twin --budgets 10 20 40 --background 3 ...
+        (a table per budget and the tuner-bg one: benchmarks/regret_budgets.py)
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ from powertrain.data.real_data import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from safe_tuner import SafeTuner  # noqa: E402  (a sibling: the hard-cap prototype)
+import regret_budgets  # noqa: E402  (siblings: --budgets' tables, the hard-cap prototype)
+from safe_tuner import SafeTuner  # noqa: E402
 
 #: training-set sizes (samples) of the traces' datasets, from the datasets' own pages:
 #: ImageNet-1k train, CIFAR-100 train, SQuAD v1.1 train, Sentiment140, LibriSpeech
@@ -360,7 +363,7 @@ def gpu_rows(draws: int, budget: int, caps_per_trace: int) -> list[dict]:
                     limits = sub.sort_values("power_limit_w", ascending=False)
                     res = run_zeus(replay(sub), limits[["power_limit_w", "batch_size"]], cap, job)
                     rows.append({**base, "strategy": "zeus", "draw": 0, **res})
-        print(f"  {name}: done", flush=True)
+        print(f"  {name}: done", file=sys.stderr, flush=True)
     return rows
 
 
@@ -434,7 +437,7 @@ def twin_rows(
                 settings = presets.drop(columns=["name", "budget_w"]).assign(batch_size=16)[cols]
                 res = run_zeus(board, settings, cap, job)
                 rows.append({**base, "strategy": "zeus", "draw": 0, **res})
-        print(f"  twin {wl}: done", flush=True)
+        print(f"  twin {wl}: done", file=sys.stderr, flush=True)
     return rows
 
 
@@ -481,6 +484,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=2)
     ap.add_argument("--budget", type=int, default=20)
+    ap.add_argument("--budgets", type=int, nargs="+", help="twin only: a table per budget")
+    ap.add_argument("--background", type=int, default=0, metavar="DRAWS", help="tuner-bg table")
     ap.add_argument("--caps-per-trace", type=int, default=2)
     ap.add_argument("--twin-caps", type=float, nargs="*", default=[20.0, 30.0, 40.0])
     ap.add_argument("--twin-epochs", type=int, default=10)
@@ -496,9 +501,20 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.show:
         saved = json.loads(open(args.show).read())
+        if "budget" in saved["rows"][0]:  # a --budgets run
+            print(regret_budgets.report(saved, sys.modules[__name__]))
+            return saved
         with pd.option_context("display.width", 400):
             print(summarise(saved["rows"]).to_string())
         return saved
+    if args.budgets:
+        if "gpu" in args.sections:
+            ap.error("--budgets runs the twin section only: add --sections twin")
+        out = regret_budgets.run(args, sys.modules[__name__])
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return out
     t0 = time.time()
     rows: list[dict] = []
     if "gpu" in args.sections:
