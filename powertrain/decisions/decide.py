@@ -48,6 +48,7 @@ from .settings import (
     check_board,
     check_caps,
     check_reference,
+    check_samples,
 )
 from .study import Study
 from .terminator import STOP_REASONS, is_stable  # noqa: F401
@@ -237,6 +238,7 @@ def open_study(
     and the Tuner both start from."""
     board = check_board(board)
     caps = check_caps(power_cap_w)
+    samples = check_samples(samples)
     s.checked(0 if samples is None else len(samples))
     sampler = make_sampler(s.method)
     inputs, time_col = check_reference(reference, who)

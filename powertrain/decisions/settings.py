@@ -212,6 +212,24 @@ def check_board(board: Any) -> Any:
         raise DataError(f"board: {e}") from None
 
 
+def check_samples(samples: Any) -> Any:
+    """Earlier measurements to start from (``samples``): None, or a table every row of
+    which is a measurement (:func:`~powertrain.schema.check_measurements`), else an error:
+    a ``predict`` output taken as measurements would be picked as measured."""
+    if samples is None:
+        return None
+    import pandas as pd
+
+    from ..schema import check_measurements
+
+    if not isinstance(samples, pd.DataFrame):
+        raise DataError(
+            f"samples must be a DataFrame of measurements, got {type(samples).__name__}"
+        )
+    check_measurements(samples, "samples")
+    return samples
+
+
 def check_reference(reference: Any, who: str = "") -> tuple[tuple[str, ...], str]:
     """A fitted reference that predicts ``power_w`` and one time column: (its inputs,
     its time column), else an error naming what is wrong."""

@@ -101,6 +101,8 @@ class Study:
         self.log: list[pd.DataFrame] = []
         self.board_s = 0.0
         self.n_new = self.n_given = self.rounds = 0
+        #: given measurements that count against the budget (a decision resumed)
+        self.n_resumed = 0
         #: the picks (incumbents per cap) of every assessment, in order
         self.picks_seen: list[tuple] = []
         self.standing: Standing | None = None
@@ -133,10 +135,11 @@ class Study:
         standing = self.sampler.assess(self, est)
         self.standing = standing
         self.picks_seen.append(tuple(standing.incumbent))
-        stop = self.terminator(standing, self.picks_seen, self.n_new)
+        spent = self.n_new + self.n_resumed
+        stop = self.terminator(standing, self.picks_seen, spent)
         take, why = np.zeros(0, dtype=int), []
         if stop is None:
-            n = min(self.settings.per_round, self.settings.budget - self.n_new)
+            n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
             stop = None if len(take) else "exhausted"
         if stop is not None:
@@ -155,13 +158,16 @@ class Study:
         self._asked = Ask(idx, configs, why, rnd)
         return self._asked
 
-    def tell(self, rows: pd.DataFrame, asked: Ask | None = None) -> None:
+    def tell(self, rows: pd.DataFrame, asked: Ask | None = None, *, resumed: bool = False) -> None:
         """Take measured ``rows`` into the history: the answer to ``asked`` (counted in
         the budget, their board seconds in :attr:`board_s`), or, without it, earlier
-        measurements given to start from (round -1)."""
+        measurements given to start from (round -1); ``resumed``: given rows measured for
+        this same decision before (a saved profile at the same cap), counted in the
+        budget too, so a rerun does not measure them again."""
         if asked is None:
             self._record(rows, -1, ["given"] * len(rows))
             self.n_given += len(rows)
+            self.n_resumed += len(rows) if resumed else 0
             return
         if asked is not self._asked:
             raise DataError("Study.tell: these rows answer no open ask of this study")
