@@ -63,6 +63,8 @@ class Settings:
     objective: str = "time"
     accept_unmeasured: float | None = None
     cap_weights: Sequence[float] | None = None
+    # exploring under the cap too (:mod:`~powertrain.decisions.hard_cap`)
+    hard_cap: bool = False
 
     def checked(self, given: int) -> Settings:
         """These settings with each one checked (an error names it) and ``start`` set
@@ -79,6 +81,8 @@ class Settings:
         integer("seed", self.seed, 0, "an integer >= 0")
         integer("n_minibatches", self.n_minibatches, 1, "an integer >= 1")
         _probability("confidence", self.confidence)
+        if not isinstance(self.hard_cap, bool):
+            raise DataError(f"hard_cap must be True or False, got {self.hard_cap!r}")
         if self.accept_unmeasured is not None:
             _probability("accept_unmeasured", self.accept_unmeasured)
         tol = self.tolerance

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..errors import DataError
 from .candidates import CapPick, cost, fastest_measured, make_pick
+from .hard_cap import HardCap
 from .posterior import knob_space
 from .settings import MIN_TRANSFER, Settings
 from .terminator import Standing, Terminator
@@ -110,6 +111,8 @@ class Study:
         self._started = False
         self._asked: Ask | None = None
         self._fit: tuple[int, Any, pd.DataFrame] | None = None
+        #: with ``settings.hard_cap``: the safe set every ask keeps to
+        self.hard = HardCap(self) if settings.hard_cap else None
 
     # ---------------------------------------------------------------- ask and tell --
     def ask(self) -> Ask | None:
@@ -122,7 +125,9 @@ class Study:
             s = self.settings
             assert s.start is not None
             free = np.flatnonzero(~self.measured)
-            first, why = self.sampler.start(self, free, max(0, s.start - self.n_given))
+            need = max(0, s.start - self.n_given)
+            pick_start = self.sampler.start if self.hard is None else self.hard.start_for
+            first, why = pick_start(self, free, need)
             if len(first):
                 return self._ask(free[np.asarray(first, dtype=int)], [why] * len(first), 0)
         if self.stop_reason is not None:
@@ -132,6 +137,8 @@ class Study:
             self.stop_reason = "exhausted"
             return None
         est = self.predict()[1] if self.sampler.uses_model else None
+        if self.hard is not None and est is not None:
+            est = self.hard.mask(est)  # outside the safe set: no chance of fitting
         standing = self.sampler.assess(self, est)
         self.standing = standing
         self.picks_seen.append(tuple(standing.incumbent))
@@ -141,6 +148,9 @@ class Study:
         if stop is None:
             n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
+            if self.hard is not None and est is not None:
+                ok = self.hard.allowed(self.predict()[1])[take]
+                take, why = np.asarray(take)[ok], [w for w, k in zip(why, ok) if k]
             stop = None if len(take) else "exhausted"
         if stop is not None:
             self.stop_reason = stop

@@ -128,6 +128,8 @@ class TunerLoop:
         self._pending: Future | None = None  # a decision computing off the training thread
         #: training steps run (in the configuration of the moment) while a decision computed
         self.steps_while_deciding = 0
+        #: configurations left at once because the cap was hit there (``hard_cap``)
+        self.hits: list[int] = []
 
     def _configure(self, idx: int) -> None:
         assert self.board is not None
@@ -170,6 +172,7 @@ class TunerLoop:
             return
         self._explore_s += ms / 1e3
         if not probe.window.add(t0, t1, ms):
+            self._step_back(probe)
             return
         row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
         row.update(probe.window.row(), index=probe.index, cap=self._cap)
@@ -179,6 +182,30 @@ class TunerLoop:
             f"measured {_shown(row, self.inputs)}: {row[self.time_column]:.4g} "
             f"{self.time_column.split('_')[-1]}, {row['power_w']:.1f} W"
         )
+        self._told(row)
+
+    def _step_back(self, probe: _Probe) -> None:
+        """With ``hard_cap``: the cap hit in the configuration being measured (its last
+        readings over it): leave it at the next step, telling what it showed."""
+        hard = self._study.hard if self._study is not None else None
+        window = probe.window
+        if hard is None or window is None or len(window.log) < 2 or self.board is None:
+            return  # the first minibatch after a change is the warm-up
+        now = self.board.now()
+        seen = np.asarray(self.board.power_samples(window.t_mode, now), float).reshape(-1, 2)
+        if not hard.step_back(probe.index, seen[:, 1]):
+            return
+        self.hits.append(probe.index)
+        timed = [m[2] for m in window.log[1:]]
+        row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
+        row.update(
+            {self.time_column: float(np.median(timed)), "power_w": float(seen[-3:, 1].mean())},
+            n_minibatches=len(timed), n_power_samples=len(seen), stable=False,
+            profile_s=now - window.t_mode, index=probe.index, cap=self._cap,
+        )  # fmt: skip
+        self._probe = None
+        self._rows.append(row)
+        self.say(f"cap hit at {_shown(row, self.inputs)} ({row['power_w']:.1f} W): stepping back")
         self._told(row)
 
     # ------------------------------------------------------------ the decision --
