@@ -15,8 +15,8 @@ to accuracy when batch size is chosen). Strategies, all under the same cap:
 * **offline**: ``pt.decide`` with the profiler first (warm-up, power settling, 40
   minibatches a configuration, none of which train), then the whole job at the pick.
 * **tuner-safe**: the tuner exploring only inside the safe set of a hard cap
-  (benchmarks/safe_tuner.py, a prototype of ``hard_cap=True`` on
-  :class:`~powertrain.decisions.safe_set.SafeSet`).
+  (``pt.Tuner(hard_cap=True)``, :mod:`powertrain.decisions.hard_cap` on
+  :class:`~powertrain.decisions.safe_set.SafeSet`; benchmarks/safe_tuner.py).
 
 * **tuner-bg**: the tuner with ``background=True`` (the decision in a worker thread);
   each step also takes its simulated time in host time (``--pace``), so the decision

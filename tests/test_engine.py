@@ -225,6 +225,24 @@ def test_decide_refuses_the_same_inputs(table, reference):
         pt.decide(ReplayBackend(table), reference, 30.0, candidates=table[KEYS].assign(gpu_mhz=-1))
 
 
+def test_predictions_given_as_samples_are_refused_by_decide_and_the_tuner(table, reference):
+    """A predict output has no minibatches or power samples behind it: taken as samples
+    it would be picked as measured. The shared input check refuses it, naming the row;
+    the same rows as recorded measurements are taken."""
+    board = ReplayBackend(table)
+    predicted = reference.predict(table[KEYS].head(6))
+    with pytest.raises(DataError, match="samples: row 1 is not a measurement"):
+        pt.decide(board, reference, 30.0, samples=predicted)
+    with pytest.raises(DataError, match="samples: row 1 is not a measurement"):
+        pt.Tuner(twin(), reference, 30.0, samples=predicted)
+    with pytest.raises(DataError, match="samples: row 2 is not a measurement: column"):
+        pt.decide(board, reference, 30.0, samples=predicted.assign(measured=[True] + [False] * 5))
+    assert board.n_measured == 0  # refused before anything ran
+    measured = board.measure(table[KEYS].head(6))  # flagged measured: taken
+    d = pt.decide(board, reference, 30.0, budget=1, samples=measured, transfer_options=QUICK)
+    assert (d.measurements["round"] < 0).sum() == 6
+
+
 # ---------------------------------------------------------------- the Tuner's loop --
 def test_a_loader_without_batches_is_an_error_not_a_hang(reference):
     tuner = pt.Tuner(twin(), reference, 30.0, batch_size=16, log=lambda s: None)

@@ -172,14 +172,16 @@ class ReplayBackend(Backend):
 
     # -- the fast path: one recorded row per configuration ---------------------------
     def measure(self, configs: pd.DataFrame) -> pd.DataFrame:
-        """The recorded measurements of ``configs`` (one row each, in order), with the
-        board time each cost in ``profile_s``; the board clock advances by it. A
-        configuration the table lacks raises ProfilingError before anything is charged."""
+        """The recorded measurements of ``configs`` (one row each, in order, flagged
+        ``measured``), with the board time each cost in ``profile_s``; the board clock
+        advances by it. A configuration the table lacks raises ProfilingError before
+        anything is charged."""
         df = check_columns(configs, self._columns, source="measure", positive=self._columns)
         idx = [self._row(r, f"measure: row {k + 1}") for k, r in enumerate(_values(df, self))]
         out = self.table.iloc[idx][[*self._columns, *self.targets]].reset_index(drop=True)
         cost = np.array([self._cost(i) for i in idx], dtype=float)
         out["profile_s"] = cost
+        out["measured"] = True  # the table's records: what a later decide(samples=) takes
         self._t += float(cost.sum())
         self.n_measured += len(idx)
         if self.device_name != "unknown":

@@ -229,3 +229,12 @@ def plain(v: Any) -> Any:
     if isinstance(v, np.integer):
         return int(v)
     return float(v) if isinstance(v, np.floating) else v
+
+
+def power_spread(power: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions of ``n`` candidates, one drawn from each of ``n`` equal bins of the
+    candidates ordered by ``power``."""
+    if n == 0 or not len(power):
+        return np.zeros(0, dtype=int)
+    bins = np.array_split(np.argsort(power, kind="stable"), n)
+    return np.asarray([rng.choice(b) for b in bins if len(b)], dtype=int)

@@ -48,6 +48,7 @@ from .settings import (
     check_board,
     check_caps,
     check_reference,
+    check_samples,
 )
 from .study import Study
 from .terminator import STOP_REASONS, is_stable  # noqa: F401
@@ -173,6 +174,7 @@ def decide(
     protocol: str = "settled",
     correlation: float | None = None,
     cap_weights: Sequence[float] | None = None,
+    hard_cap: bool = False,
 ) -> Decision:
     """Choose the fastest configuration under each power cap, measuring on ``board``.
 
@@ -199,10 +201,9 @@ def decide(
     expected improvement, the "stable" stop after ``patience`` rounds. "random" is the
     floor. Each stops "confident" when every cap's pick is unbeaten with chance
     ``confidence``, or at the budget. ``acquisition``: the expected gain or the chance
-    of winning ("probability"). ``protocol``: each
-    configuration is measured until its mean time and power are known to 1 %
-    ("settled", default) or for ``n_minibatches`` clean minibatches ("fixed", the
-    paper's); a replayed table answers from its records either way.
+    of winning ("probability"). ``protocol``: each configuration is measured until its
+    mean time and power are known to 1 % ("settled", default) or for ``n_minibatches``
+    clean minibatches ("fixed", the paper's); a replayed table answers from its records.
 
     Each cap's pick is the fastest configuration *measured* under it, with its measured
     time and power. With ``accept_unmeasured`` (a probability), an unmeasured
@@ -211,15 +212,15 @@ def decide(
     measured fits gets ``config=None`` and a reason. ``samples``: earlier measurements
     to start from (not in the budget). ``progress``: told why each is measured.
     ``out``: a CSV the profiler appends each measurement to (pass it back as
-    ``samples`` to resume).
+    ``samples`` to resume). ``hard_cap``: explore only inside the (one) cap's safe set
+    (:mod:`~powertrain.decisions.hard_cap`; off by default: its regret is higher).
     """
     s = Settings(
-        budget=budget, start=start, per_round=per_round, confidence=confidence,
+        budget=budget, start=start, per_round=per_round, confidence=confidence, draws=draws,
         patience=patience, tolerance=tolerance, method=method, correlation=correlation,
-        acquisition=acquisition, draws=draws, seed=seed, protocol=protocol,
-        n_minibatches=n_minibatches, objective=objective,
-        accept_unmeasured=accept_unmeasured, cap_weights=cap_weights,
-    )  # fmt: skip
+        acquisition=acquisition, seed=seed, protocol=protocol, n_minibatches=n_minibatches,
+        objective=objective, accept_unmeasured=accept_unmeasured, cap_weights=cap_weights,
+        hard_cap=hard_cap)  # fmt: skip
     board, study = open_study(board, reference, power_cap_w, s, candidates, batch_size, r,
                               samples, progress, transfer_options)  # fmt: skip
     while (asked := study.ask()) is not None:
@@ -237,6 +238,7 @@ def open_study(
     and the Tuner both start from."""
     board = check_board(board)
     caps = check_caps(power_cap_w)
+    samples = check_samples(samples)
     s.checked(0 if samples is None else len(samples))
     sampler = make_sampler(s.method)
     inputs, time_col = check_reference(reference, who)

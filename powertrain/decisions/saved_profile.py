@@ -105,6 +105,7 @@ def prior_rows(
         row.update(
             {time_column: float(src[time_column]), "power_w": float(src["power_w"])},
             n_minibatches=n,
+            n_power_samples=src.get("n_power_samples", math.nan),
             stable=src.get("stable", True),
             index=i,
             cap=cap,

@@ -63,6 +63,8 @@ class Settings:
     objective: str = "time"
     accept_unmeasured: float | None = None
     cap_weights: Sequence[float] | None = None
+    # exploring under the cap too (:mod:`~powertrain.decisions.hard_cap`)
+    hard_cap: bool = False
 
     def checked(self, given: int) -> Settings:
         """These settings with each one checked (an error names it) and ``start`` set
@@ -79,6 +81,8 @@ class Settings:
         integer("seed", self.seed, 0, "an integer >= 0")
         integer("n_minibatches", self.n_minibatches, 1, "an integer >= 1")
         _probability("confidence", self.confidence)
+        if not isinstance(self.hard_cap, bool):
+            raise DataError(f"hard_cap must be True or False, got {self.hard_cap!r}")
         if self.accept_unmeasured is not None:
             _probability("accept_unmeasured", self.accept_unmeasured)
         tol = self.tolerance
@@ -210,6 +214,24 @@ def check_board(board: Any) -> Any:
         return as_backend(board)
     except TypeError as e:
         raise DataError(f"board: {e}") from None
+
+
+def check_samples(samples: Any) -> Any:
+    """Earlier measurements to start from (``samples``): None, or a table every row of
+    which is a measurement (:func:`~powertrain.schema.check_measurements`), else an error:
+    a ``predict`` output taken as measurements would be picked as measured."""
+    if samples is None:
+        return None
+    import pandas as pd
+
+    from ..schema import check_measurements
+
+    if not isinstance(samples, pd.DataFrame):
+        raise DataError(
+            f"samples must be a DataFrame of measurements, got {type(samples).__name__}"
+        )
+    check_measurements(samples, "samples")
+    return samples
 
 
 def check_reference(reference: Any, who: str = "") -> tuple[tuple[str, ...], str]:

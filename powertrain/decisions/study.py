@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..errors import DataError
 from .candidates import CapPick, cost, fastest_measured, make_pick
+from .hard_cap import HardCap
 from .posterior import knob_space
 from .settings import MIN_TRANSFER, Settings
 from .terminator import Standing, Terminator
@@ -101,6 +102,8 @@ class Study:
         self.log: list[pd.DataFrame] = []
         self.board_s = 0.0
         self.n_new = self.n_given = self.rounds = 0
+        #: given measurements that count against the budget (a decision resumed)
+        self.n_resumed = 0
         #: the picks (incumbents per cap) of every assessment, in order
         self.picks_seen: list[tuple] = []
         self.standing: Standing | None = None
@@ -108,6 +111,8 @@ class Study:
         self._started = False
         self._asked: Ask | None = None
         self._fit: tuple[int, Any, pd.DataFrame] | None = None
+        #: with ``settings.hard_cap``: the safe set every ask keeps to
+        self.hard = HardCap(self) if settings.hard_cap else None
 
     # ---------------------------------------------------------------- ask and tell --
     def ask(self) -> Ask | None:
@@ -120,7 +125,9 @@ class Study:
             s = self.settings
             assert s.start is not None
             free = np.flatnonzero(~self.measured)
-            first, why = self.sampler.start(self, free, max(0, s.start - self.n_given))
+            need = max(0, s.start - self.n_given)
+            pick_start = self.sampler.start if self.hard is None else self.hard.start_for
+            first, why = pick_start(self, free, need)
             if len(first):
                 return self._ask(free[np.asarray(first, dtype=int)], [why] * len(first), 0)
         if self.stop_reason is not None:
@@ -130,14 +137,20 @@ class Study:
             self.stop_reason = "exhausted"
             return None
         est = self.predict()[1] if self.sampler.uses_model else None
+        if self.hard is not None and est is not None:
+            est = self.hard.mask(est)  # outside the safe set: no chance of fitting
         standing = self.sampler.assess(self, est)
         self.standing = standing
         self.picks_seen.append(tuple(standing.incumbent))
-        stop = self.terminator(standing, self.picks_seen, self.n_new)
+        spent = self.n_new + self.n_resumed
+        stop = self.terminator(standing, self.picks_seen, spent)
         take, why = np.zeros(0, dtype=int), []
         if stop is None:
-            n = min(self.settings.per_round, self.settings.budget - self.n_new)
+            n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
+            if self.hard is not None and est is not None:
+                ok = self.hard.allowed(self.predict()[1])[take]
+                take, why = np.asarray(take)[ok], [w for w, k in zip(why, ok) if k]
             stop = None if len(take) else "exhausted"
         if stop is not None:
             self.stop_reason = stop
@@ -155,13 +168,16 @@ class Study:
         self._asked = Ask(idx, configs, why, rnd)
         return self._asked
 
-    def tell(self, rows: pd.DataFrame, asked: Ask | None = None) -> None:
+    def tell(self, rows: pd.DataFrame, asked: Ask | None = None, *, resumed: bool = False) -> None:
         """Take measured ``rows`` into the history: the answer to ``asked`` (counted in
         the budget, their board seconds in :attr:`board_s`), or, without it, earlier
-        measurements given to start from (round -1)."""
+        measurements given to start from (round -1); ``resumed``: given rows measured for
+        this same decision before (a saved profile at the same cap), counted in the
+        budget too, so a rerun does not measure them again."""
         if asked is None:
             self._record(rows, -1, ["given"] * len(rows))
             self.n_given += len(rows)
+            self.n_resumed += len(rows) if resumed else 0
             return
         if asked is not self._asked:
             raise DataError("Study.tell: these rows answer no open ask of this study")

@@ -5,7 +5,10 @@ restore, summary): this is the driver itself, the same ask -> measure -> tell lo
 ``decide``'s, one configuration at a time between the job's steps. Each step set by a
 study's ask feeds the profiler's measurement window
 (:class:`~powertrain.profiling.window.Window`); a finished window is one row told to the
-study; when the study stops, its pick (the fastest measured under the cap) runs.
+study; when the study stops, its pick (the fastest measured under the cap) runs. With
+``background``, each decision after the first runs in a one-thread worker while training
+goes on in the current configuration. :class:`TunerSummary` (what the loop did) lives
+here too; the Tuner re-exports it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import dataclasses
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +31,48 @@ from .candidates import plain
 from .samplers import make_sampler
 from .settings import SETTLE_TOL, Settings
 from .study import Ask, Study
+
+
+@dataclass
+class TunerSummary:
+    """What the tuner did: the pick and what it cost to find."""
+
+    #: False: the board could not be controlled and the tuner did nothing
+    active: bool
+    power_cap_w: float | None
+    config: dict | None
+    time_ms: float | None
+    power_w: float | None
+    #: configurations measured (all caps)
+    n_measured: int
+    #: training minibatches run before the first pick was applied (all trained)
+    minibatches_to_pick: int
+    #: board minutes of training run while exploring (all caps)
+    explore_min: float
+    #: seconds the decision itself took between steps (transfers, scoring)
+    decide_s: float
+    stop_reason: str
+    #: one row per decision: cap, pick, measured configurations, reason
+    decisions: list[dict] = field(default_factory=list)
+    simulated: bool = False
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if not self.active:
+            return f"powertrain tuner inactive: {self.reason}"
+        if self.config is None:
+            return (
+                f"powertrain tuner: no pick ({self.stop_reason}); {self.n_measured} "
+                f"configurations measured in {self.minibatches_to_pick} training minibatches"
+            )
+        shown = " ".join(f"{k}={v:g}" for k, v in self.config.items())
+        return (
+            f"powertrain tuner: pick {shown} under {self.power_cap_w:g} W: "
+            f"{self.time_ms:.4g} ms/minibatch, {self.power_w:.1f} W; "
+            f"{self.n_measured} configurations measured in {self.minibatches_to_pick} "
+            f"training minibatches, {self.explore_min:.2f} board min exploring "
+            f"({self.stop_reason})"
+        )
 
 
 @dataclass
@@ -53,6 +99,7 @@ class TunerLoop:
     max_settle_s: float
     transfer_options: dict
     simulated: bool
+    background: bool
     phase: str
     say: Any
     _factor: np.ndarray
@@ -76,6 +123,13 @@ class TunerLoop:
         self._stop = "not started"
         self._decisions: list[dict] = []
         self._rows: list[dict] = []
+        self._last_end: float | None = None  # when the last timed step ended
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None  # a decision computing off the training thread
+        #: training steps run (in the configuration of the moment) while a decision computed
+        self.steps_while_deciding = 0
+        #: configurations left at once because the cap was hit there (``hard_cap``)
+        self.hits: list[int] = []
 
     def _configure(self, idx: int) -> None:
         assert self.board is not None
@@ -90,6 +144,7 @@ class TunerLoop:
                 return
             raise
         self._current, self._apply = idx, None
+        self._last_end = None  # a change: the next iteration starts when it is set
         if self._probe is not None and self._probe.index == idx:
             s = self.settings
             self._probe.window = Window(
@@ -106,14 +161,18 @@ class TunerLoop:
             _sync()
             ms = (self.board.now() - self._t0) * 1e3
         t0, t1 = self._t0, self.board.now()
-        self._t0 = None
+        self._t0, self._last_end = None, (None if self.simulated else t1)
         self.minibatch += 1
         self.elapsed_s += ms / 1e3
+        if self._pending is not None:  # a decision computing: this step is not measured
+            self.steps_while_deciding += 1
+            return
         probe = self._probe
         if probe is None or probe.window is None or self.phase != "running":
             return
         self._explore_s += ms / 1e3
         if not probe.window.add(t0, t1, ms):
+            self._step_back(probe)
             return
         row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
         row.update(probe.window.row(), index=probe.index, cap=self._cap)
@@ -123,6 +182,30 @@ class TunerLoop:
             f"measured {_shown(row, self.inputs)}: {row[self.time_column]:.4g} "
             f"{self.time_column.split('_')[-1]}, {row['power_w']:.1f} W"
         )
+        self._told(row)
+
+    def _step_back(self, probe: _Probe) -> None:
+        """With ``hard_cap``: the cap hit in the configuration being measured (its last
+        readings over it): leave it at the next step, telling what it showed."""
+        hard = self._study.hard if self._study is not None else None
+        window = probe.window
+        if hard is None or window is None or len(window.log) < 2 or self.board is None:
+            return  # the first minibatch after a change is the warm-up
+        now = self.board.now()
+        seen = np.asarray(self.board.power_samples(window.t_mode, now), float).reshape(-1, 2)
+        if not hard.step_back(probe.index, seen[:, 1]):
+            return
+        self.hits.append(probe.index)
+        timed = [m[2] for m in window.log[1:]]
+        row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
+        row.update(
+            {self.time_column: float(np.median(timed)), "power_w": float(seen[-3:, 1].mean())},
+            n_minibatches=len(timed), n_power_samples=len(seen), stable=False,
+            profile_s=now - window.t_mode, index=probe.index, cap=self._cap,
+        )  # fmt: skip
+        self._probe = None
+        self._rows.append(row)
+        self.say(f"cap hit at {_shown(row, self.inputs)} ({row['power_w']:.1f} W): stepping back")
         self._told(row)
 
     # ------------------------------------------------------------ the decision --
@@ -141,8 +224,13 @@ class TunerLoop:
             transfer_options=self.transfer_options, say=self.say,
             source=f"the board ({type(self.board).__name__})",
         )  # fmt: skip
-        if self._rows:
-            self._study.tell(pd.DataFrame(self._rows))
+        if self._rows:  # given rows saved for this cap count against its budget
+            rows = pd.DataFrame(self._rows)
+            same = rows.get("given", False) == True  # noqa: E712 (NaN: not given)
+            same &= np.isclose(rows["cap"].astype(float), cap)
+            for part, resumed in ((rows[~same], False), (rows[same], True)):
+                if len(part):
+                    self._study.tell(part, resumed=resumed)
         self._asked, self._queue, self._answers = None, [], []
         if self._probe is None:
             self._next()
@@ -161,6 +249,31 @@ class TunerLoop:
         self._next()
 
     def _next(self) -> None:
+        """Choose what to measure next, or settle on the pick; with ``background``, in a
+        worker thread while training goes on in the current configuration (taken up at
+        the first step after it is done, :meth:`_collect`; the first choice, before
+        anything runs, not)."""
+        if not self.background or self._current is None:
+            return self._decide()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="powertrain-tuner")
+        self._pending = self._pool.submit(self._decide)
+
+    def _collect(self) -> bool:
+        """Take up a finished background decision (its error raised here, in the training
+        thread); True while one is still computing."""
+        if self._pending is not None and self._pending.done():
+            done, self._pending = self._pending, None
+            done.result()
+        return self._pending is not None
+
+    def _shutdown(self) -> None:
+        """Let a background decision finish (after the board is restored)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pending = None
+
+    def _decide(self) -> None:
         """The next configuration to measure (asking the study when its ask is done), or
         settle on the pick."""
         assert self._study is not None

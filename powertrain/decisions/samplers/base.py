@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..candidates import power_spread
 from ..terminator import Standing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,15 +78,6 @@ def trained_on(reference: Any, device: Any) -> bool:
 
     info = getattr(reference, "info_", None) or {}
     return device is not None and device.spec.name in trained_devices(info)
-
-
-def power_spread(power: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Positions of ``n`` candidates, one drawn from each of ``n`` equal bins of the
-    candidates ordered by ``power``."""
-    if n == 0 or not len(power):
-        return np.zeros(0, dtype=int)
-    bins = np.array_split(np.argsort(power, kind="stable"), n)
-    return np.asarray([rng.choice(b) for b in bins if len(b)], dtype=int)
 
 
 def stratified(

@@ -1,0 +1,120 @@
+"""``hard_cap=True``: a study explores only inside a :class:`~powertrain.decisions.
+safe_set.SafeSet` of its cap, so exploring stays under the cap too, not only the pick.
+
+Why in the engine: ``decide`` and the Tuner share one study; the safe set is the
+study's filter of what it may ask for. Three places, as benchmarks/safe_tuner.py's
+prototype measured them:
+
+* the start (before any transfer) is drawn from what is known safe without a model
+  (presets within their budget, what the spec's physics says draws no more than they
+  or than a configuration measured under the cap), spread over the reference's
+  predicted times. The untransferred reference is not trusted for power there: a first
+  prototype that was ran 5-18 % of some BERT-base runs over the cap before the first
+  transfer. Nothing known safe: the lowest predicted power;
+* each round: an unmeasured configuration outside :meth:`SafeSet.safe` (the model's
+  upper bound under the cap within reach of the known set) gets no chance of fitting,
+  and is never asked for;
+* the step back (the Tuner, each step): once a probe's last 3 power readings average
+  over the cap, the configuration is marked unsafe and left at the next step, and what
+  it showed joins the measurements, so the next transfer learns its neighbours draw
+  more too. ``decide`` measures a configuration whole (the profiler), so there an
+  over-cap measurement marks it unsafe after the fact.
+
+Off by default: on the twin the prototype's time regret was 2-6 points worse than the
+plain Tuner's (benchmarks/results/tuning_regret_hardcap.txt).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+from .candidates import power_spread
+from .safe_set import SafeSet, preset_seeds
+
+#: how sure the model's upper bound must be, and how far from the known set it is trusted
+CONFIDENCE, REACH = 0.95, 0.25
+
+
+class HardCap:
+    """The safe set of ``study``'s one cap (a Study; not imported: it imports this),
+    brought up to date with its measurements on each use; :attr:`hits`: where the cap
+    was hit (never asked for again)."""
+
+    def __init__(self, study: Any, confidence: float = CONFIDENCE, reach: float = REACH):
+        if len(study.caps) != 1:
+            raise DataError(
+                f"hard_cap=True takes one power cap, got {len(study.caps)}: the cap "
+                "exploring must stay under"
+            )
+        self.study, self.cap = study, float(study.caps[0])
+        spec = getattr(study.device, "spec", None)
+        monotone = spec.monotone.get("power_w", {}) if spec is not None else {}
+        self.set = SafeSet(
+            study.cands, self.cap, monotone=monotone, confidence=confidence, reach=reach
+        )
+        presets = _presets(study.device)
+        if len(presets) and "batch_size" in study.cands:
+            sizes = sorted(set(study.cands["batch_size"].astype(int)))
+            seeds = preset_seeds(presets, self.cap, sizes)
+            if len(seeds) and all(c in seeds for c in self.set.columns):
+                self.set.seed(seeds)
+
+    @property
+    def hits(self) -> list[int]:
+        """Configurations where the cap was hit (never asked for again)."""
+        return self.set.hits
+
+    def safe_set(self) -> SafeSet:
+        """The safe set now: presets within the cap, everything measured, the hits."""
+        st = self.study
+        for j in np.flatnonzero(st.measured):
+            self.set.tell(int(j), float(st.m_power[j]))
+        self.set.unsafe[self.hits] = True  # a hit measured under the cap stays unsafe
+        return self.set
+
+    def start_for(self, study: Any, free: np.ndarray, need: int) -> tuple[np.ndarray, str]:
+        """Positions into ``free`` of ``need`` configurations to start with: known safe,
+        spread over the predicted times; short of those, the lowest predicted power."""
+        st = self.study
+        if not need or not len(free):
+            return np.zeros(0, dtype=int), "start inside the safe set"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # extrapolation: it only ranks the start
+            est = st.reference.predict(st.cands[list(st.inputs)].iloc[free])
+        known = np.flatnonzero(self.safe_set().known()[free])
+        t = est[st.time_col].to_numpy(float)
+        take = known[power_spread(t[known], min(need, len(known)), st.rng)]
+        rest = [int(i) for i in np.argsort(est["power_w"].to_numpy(float)) if i not in take]
+        take = np.concatenate([take, rest[: need - len(take)]]).astype(int)
+        return take, "start inside the safe set (known safe, else the lowest predicted power)"
+
+    def allowed(self, est: pd.DataFrame) -> np.ndarray:
+        """Which candidates may be asked for: measured, or safe by the model's ``est``."""
+        mu_p, sd_p = est["power_w"].to_numpy(float), est["power_w_std"].to_numpy(float)
+        return self.safe_set().safe(mu_p, sd_p) | self.study.measured
+
+    def mask(self, est: pd.DataFrame) -> pd.DataFrame:
+        """``est`` with every candidate that may not be asked for far over the cap (no
+        chance of fitting: no expected improvement, no loss it can remove)."""
+        ok = self.allowed(est)
+        far = est["power_w"].where(ok, 1e3 * self.cap)
+        return est.assign(power_w=far)
+
+    def step_back(self, index: int, readings: np.ndarray) -> bool:
+        """Whether the board must leave ``index`` now (its last 3 readings over the cap);
+        then it is a hit."""
+        return self.set.step_back(int(index), [float(w) for w in readings])
+
+
+def _presets(device: object) -> pd.DataFrame:
+    """The device's presets (none where it has no table of them)."""
+    try:
+        presets = device.presets()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001  (no device, or a device without presets)
+        return pd.DataFrame()
+    return presets if isinstance(presets, pd.DataFrame) else pd.DataFrame()

@@ -1,0 +1,82 @@
+"""hard_cap=True: the study explores only inside the cap's safe set (known-safe start,
+the model's upper bound near the known set, a step back when the cap is hit), so the
+exploring itself stays under the cap, not only the pick."""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+import pytest
+from test_tuner import QUICK, Job
+
+import powertrain as pt
+from powertrain.errors import DataError
+
+MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return pt.Predictor.from_pretrained("orin-agx/resnet18")
+
+
+def over_cap_share(twin: pt.Twin, rows: pd.DataFrame, cap: float) -> float:
+    """The share of exploring time spent where the twin's true (noise-free) power is
+    over the cap."""
+    truth = twin.expected(rows[MODE], batch_size=16)
+    t = rows["time_ms"] * rows["n_minibatches"]
+    return float(t[truth["power_w"].to_numpy() > cap].sum() / t.sum())
+
+
+def tuned(reference, hard_cap: bool, cap: float = 20.0) -> tuple[pt.Tuner, float]:
+    twin = pt.Twin("orin-agx", "bert-base", seed=0)  # held out: the reference's power is off
+    tuner = pt.Tuner(
+        twin, reference, cap, budget=10, minibatches=5, batch_size=16,
+        transfer_options=QUICK, log=lambda s: None, hard_cap=hard_cap,
+    )  # fmt: skip
+    job = Job()
+    with warnings.catch_warnings(), tuner:
+        warnings.simplefilter("ignore")
+        for _ in range(5000):
+            with tuner.step():
+                job.step()
+            if tuner.settled:
+                break
+    return tuner, over_cap_share(twin, tuner.measurements(), cap)
+
+
+def test_a_hard_cap_tuner_explores_under_the_cap(reference):
+    plain, plain_share = tuned(reference, hard_cap=False)
+    hard, share = tuned(reference, hard_cap=True)
+    assert plain_share > 0.1  # without it, a fifth of the exploring is over the cap
+    assert share <= 0.03 and share < plain_share / 5
+    s = hard.summary()
+    assert s.config is not None and s.power_w <= 20.0 and s.n_measured <= 10
+    rows = hard.measurements()
+    for i in hard.hits:  # a hit is left at once, and what it showed is measured
+        assert rows[rows["index"] == i].power_w.iloc[-1] > 20.0
+
+
+def test_hard_cap_is_off_by_default_and_takes_one_cap(reference):
+    assert pt.Tuner(pt.Twin("orin-agx", "bert-base"), reference, 20.0).settings.hard_cap is False
+    twin = pt.Twin("orin-agx", "mobilenetv3", seed=0)
+    with pytest.raises(DataError, match="hard_cap=True takes one power cap, got 2"):
+        pt.decide(twin, reference, [20.0, 30.0], hard_cap=True)
+    with pytest.raises(DataError, match="hard_cap must be True or False"):
+        pt.Tuner(twin, reference, 20.0, hard_cap="yes")
+
+
+def test_decide_with_a_hard_cap_explores_less_over_it(reference):
+    """decide measures a configuration whole (no step back mid-measurement), but its
+    start and each round keep to the safe set."""
+    shares = []
+    for hard in (False, True):
+        twin = pt.Twin("orin-agx", "bert-base", seed=0)
+        d = pt.decide(
+            twin, reference, 20.0, budget=10, batch_size=16, hard_cap=hard,
+            transfer_options=QUICK, n_minibatches=5, protocol="fixed",
+        )  # fmt: skip
+        shares.append(over_cap_share(twin, d.measurements, 20.0))
+        assert d.pick(20.0).power_w <= 20.0
+    assert shares[0] > 0.1 and shares[1] < shares[0] / 2
