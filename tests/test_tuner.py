@@ -115,6 +115,8 @@ def test_the_first_minibatch_after_each_change_trains_but_is_not_timed(reference
     assert (rows.n_minibatches >= 5).all()
     # one change per measured configuration, plus one to the pick unless it was the last
     assert len(board.configured) in (len(rows), len(rows) + 1)
+    tuner.close()  # the board back and the signal handlers gone for the next test
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 @pytest.mark.slow  # a few hundred steps and several transfers
@@ -282,6 +284,7 @@ def test_a_few_candidates_are_all_measured_then_the_best_under_the_cap_runs(refe
     with tuner.step():  # the pick runs from the next minibatch on
         job.step()
     assert tuner.config["gpu_mhz"] == best == board.configured[-1]["gpu_mhz"]
+    tuner.close()
 
 
 def test_a_reference_of_epoch_times_is_refused():
