@@ -64,6 +64,7 @@ bench: setup
 	$(BIN)/python tools/make_corpora.py --all
 	$(BIN)/python $(TRAIN_REFERENCE) orin-agx/resnet18
 	$(BIN)/python $(TRAIN_REFERENCE) orin-agx/mobilenetv3
+	$(BIN)/python $(TRAIN_REFERENCE) jetson/resnet18
 	$(BIN)/python benchmarks/twin_calibration.py --json $(RESULTS)/twin_calibration.json | tee $(RESULTS)/twin_calibration.txt
 	$(BIN)/python benchmarks/optimisation.py --json $(RESULTS)/optimisation.json --png $(RESULTS)/optimisation.png | tee $(RESULTS)/optimisation.txt
 	$(BIN)/python benchmarks/batch_selection.py --json $(RESULTS)/batch_selection.json | tee $(RESULTS)/batch_selection.txt
@@ -72,6 +73,7 @@ bench: setup
 	$(BIN)/python benchmarks/frequency.py --json $(RESULTS)/frequency.json | tee $(RESULTS)/frequency.txt
 	$(BIN)/python benchmarks/real_gpu.py --json $(RESULTS)/real_gpu.json
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
+	$(BIN)/python benchmarks/cross_device.py --json $(RESULTS)/cross_device.json | tee $(RESULTS)/cross_device.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(BIN)/python benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
 	$(BIN)/python tools/results_page.py
