@@ -69,6 +69,16 @@ def test_family_reference_transfers_to_a_device_it_never_saw(tmp_path):
         est = model.predict(pt.get_device("orin-nano").power_modes().head(20), batch_size=16)
     assert model.info_[sf.INFO_KEY] == list(sf.SPEC_FEATURES)
     assert model.info_["transfer"]["cross_device"]
-    assert set(est.gpu_cuda_cores) == {1024.0} and (est.time_ms > 0).all()
+    assert "gpu_cuda_cores" not in est and (est.time_ms > 0).all()  # filled, not returned
     with pytest.raises(DataError, match="'device' column"):
         loaded.predict(pt.get_device("orin-nano").power_modes().head(3), batch_size=16)
+
+
+def test_a_jetson_without_its_own_reference_starts_from_the_family():
+    from powertrain.workflow import best_reference
+
+    assert best_reference("orin-nano", "resnet18") == sf.FAMILY_REFERENCE
+    assert best_reference("orin-nano-super", "mobilenetv3") == sf.FAMILY_REFERENCE
+    assert best_reference("orin-agx", "yolov8n") == "orin-agx/resnet18"  # its own device
+    assert not sf.family_covers("a40")  # other knobs: the family cannot start there
+    assert not sf.family_covers("no-such-device")

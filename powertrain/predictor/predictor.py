@@ -340,6 +340,7 @@ class Predictor(BaseEstimator):
         """
         check_is_fitted(self, "heads_")
         feats = spec_features.features_of(self.info_)
+        added = [f for f in feats if isinstance(modes, pd.DataFrame) and f not in modes]
         modes = spec_features.attach(modes, feats, spec_features.target_device(self.info_))
         frame = checks.config_table(
             modes, batch_size, self.inputs_, catalog_knobs=self.inputs is None
@@ -348,7 +349,7 @@ class Predictor(BaseEstimator):
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
         checks.warn_other_device(frame, self.info_)
         checks.warn_one_batch_size(frame, self.feature_ranges_)
-        out = frame.copy()
+        out = frame.drop(columns=added)  # the spec features filled in: not the caller's
         cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
         tasks = [(target, i) for target in self.targets_ for i in range(len(rows))]

@@ -27,6 +27,9 @@ from ..errors import DataError, PowerTrainError
 SPEC_FEATURES: tuple[str, ...] = ("gpu_cuda_cores", "mem_bus_bits")
 #: where a model records its spec features
 INFO_KEY = "spec_features"
+#: the shipped family reference (tools/train_reference.py) and the knobs it reads
+FAMILY_REFERENCE = "jetson/resnet18"
+FAMILY_KNOBS: tuple[str, ...] = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size")
 
 
 def features_of(info: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -108,6 +111,17 @@ def attach(
             "rows a 'device' column naming their device"
         )
     return frame.assign(**spec_values(default_device, todo))
+
+
+def family_covers(device: Any) -> bool:
+    """Whether the shipped family reference can start a transfer to ``device``: the same
+    knobs as the Jetsons it was trained on, and a spec that gives its figures."""
+    try:
+        dev = get_device(device)
+    except PowerTrainError:
+        return False
+    knobs_match = tuple(dev.config_columns) == FAMILY_KNOBS
+    return knobs_match and all(f in dev.spec.hardware for f in SPEC_FEATURES)
 
 
 def target_device(info: Mapping[str, Any]) -> str | None:
