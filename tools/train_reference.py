@@ -73,10 +73,14 @@ def train_reference(
     return out
 
 
-def train_family(name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True) -> Path:
+def train_family(
+    name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True, leave_out: str = ""
+) -> Path:
     """Fit the family reference ``name`` on its devices' corpora together, the spec
-    features filled from each row's device; save it and its card under ``out_root``."""
-    names = FAMILIES[name]
+    features filled from each row's device; save it and its card under ``out_root``.
+    ``leave_out``: a device whose corpora are left out (a leave-one-device-out check of
+    the family on the tuning set, benchmarks/cross_device.py ``--references``)."""
+    names = tuple(c for c in FAMILIES[name] if not leave_out or c.split("_")[0] != leave_out)
     corpus = pd.concat([load_corpus(c) for c in names], ignore_index=True)
     t0 = time.perf_counter()
     model = Predictor(progress=progress, inputs=(*CONFIG_COLUMNS, *SPEC_FEATURES))
@@ -235,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
+        "--leave-out",
+        default="",
+        metavar="DEVICE",
+        help="a family reference without this device's corpora (write it with --out "
+        "elsewhere: a leave-one-device-out check, not a shipped model)",
+    )
+    ap.add_argument(
         "--monotone",
         choices=MONOTONE_CHOICES,
         default="none",
@@ -250,11 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     for name in args.names:
-        out = (
-            resave(name, args.out)
-            if args.resave
-            else train_reference(name, args.out, monotone=args.monotone)
-        )
+        if args.leave_out:
+            out = train_family(name, args.out, leave_out=args.leave_out)
+        elif args.resave:
+            out = resave(name, args.out)
+        else:
+            out = train_reference(name, args.out, monotone=args.monotone)
         print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -1,0 +1,33 @@
+"""The cross-device benchmark's split of cases and its verdicts, on hand-built records."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import cross_device as cd  # noqa: E402
+
+
+def test_held_out_cases_are_never_tuning_and_the_new_workload_is_said():
+    splits = {key: split for split, key, _, _ in cd.cases(quick=False)}
+    tuning_devices = {k.split("_")[0] for k, s in splits.items() if s == "tuning"}
+    held = {k.split("_")[0] for k, s in splits.items() if s != "tuning"}
+    assert held == {"orin-nx-16gb", "orin-nano-super"} and not held & tuning_devices
+    assert splits["orin-nx-16gb_transformer-char"] == "held-out workload"
+    assert splits["orin-nano-super_resnet18"] == "held-out device"
+
+
+def _row(ref: str, draw: int, t: float, seen: bool = False) -> dict:
+    return {"split": "held-out device", "case": "x_resnet18", "reference": ref,
+            "device_seen": seen, "draw": draw, "time_mape": t, "power_mape": 5.0,
+            "transfer_s": 1.0, "floor_time": 10.0, "floor_power": 4.0}  # fmt: skip
+
+
+def test_the_verdict_compares_the_median_with_1_15x_the_floor():
+    rows = [_row("a", d, t) for d, t in enumerate((11.0, 11.5, 12.0))]
+    rows += [_row("b", d, t, seen=True) for d, t in enumerate((11.6, 11.7, 11.8))]
+    s = cd.summary(rows).set_index("reference")
+    assert s.loc["a", "target_met"] and not s.loc["b", "target_met"]
+    text = cd.report(s.reset_index())
+    assert "b (seen)" in text and "MISSED" in text and "MET" in text
