@@ -194,19 +194,20 @@ def summary(rows: list[dict]) -> pd.DataFrame:
 
 
 def report(s: pd.DataFrame) -> str:
+    refs = [r.reference + (" (seen)" if r.device_seen else "") for r in s.itertuples()]
+    wc, wr = max(map(len, s.case)), max(map(len, refs))
     lines = [
         f"PT@{N_SAMPLES} MAPE % over the modes not sampled: median [Q1-Q3] over draws; "
         "floor = NN on 90 % of the modes, tested on the other 10 %",
         f"target: time median <= {FLOOR_FACTOR}x floor on each held-out device; "
         "seen = the reference was trained on this device (not a cross-device figure)",
-        f"{'split':18s} {'case':30s} {'reference':18s} {'n':>3s} {'time':>22s} "
+        f"{'split':17s} {'case':{wc}s} {'reference':{wr}s} {'n':>3s} {'time':>21s} "
         f"{'floor':>6s} {'x floor':>7s} {'power':>6s} {'floor':>6s}  target",
     ]
-    for r in s.itertuples():
-        ref = r.reference + (" (seen)" if r.device_seen else "")
-        verdict = "MET" if r.target_met else "MISSED"
+    for r, ref in zip(s.itertuples(), refs):
+        verdict = "seen" if r.device_seen else ("MET" if r.target_met else "MISSED")
         lines.append(
-            f"{r.split:18s} {r.case:30s} {ref:18s} {r.draws:3d} {r.time_median:7.2f} "
+            f"{r.split:17s} {r.case:{wc}s} {ref:{wr}s} {r.draws:3d} {r.time_median:6.2f} "
             f"[{r.time_q1:5.2f}-{r.time_q3:5.2f}] {r.floor_time:6.2f} {r.time_vs_floor:7.2f} "
             f"{r.power_median:6.2f} {r.floor_power:6.2f}  {verdict}"
         )

@@ -26,8 +26,10 @@ def _row(ref: str, draw: int, t: float, seen: bool = False) -> dict:
 
 def test_the_verdict_compares_the_median_with_1_15x_the_floor():
     rows = [_row("a", d, t) for d, t in enumerate((11.0, 11.5, 12.0))]
+    rows += [_row("c", d, t) for d, t in enumerate((12.0, 12.5, 13.0))]
     rows += [_row("b", d, t, seen=True) for d, t in enumerate((11.6, 11.7, 11.8))]
     s = cd.summary(rows).set_index("reference")
     assert s.loc["a", "target_met"] and not s.loc["b", "target_met"]
+    assert not s.loc["c", "target_met"]
     text = cd.report(s.reset_index())
-    assert "b (seen)" in text and "MISSED" in text and "MET" in text
+    assert "b (seen)" in text and "MET" in text and "  seen" in text and "MISSED" in text
