@@ -127,8 +127,7 @@ def test_predict_device_checks_the_modes_csv(files, capsys):
 def test_predict_streams_in_chunks_with_file_row_numbers(files, capsys, monkeypatch):
     """A CSV larger than one chunk gives the same predictions as one piece, and an error
     in a later chunk names the row of the file, not of the chunk."""
-    from powertrain.predictor import streaming
-    from powertrain.predictor import Predictor
+    from powertrain.predictor import Predictor, streaming
 
     d = files
     assert main(["fit", str(d / "corpus.csv"), "-o", str(d / "ref3"), "--epochs", "2", "-q"]) == 0

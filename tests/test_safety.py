@@ -20,12 +20,11 @@ import pandas as pd
 import pytest
 
 import powertrain as pt
-from powertrain.predictor import streaming
 from powertrain.backends.replay import RepeatedRecordsWarning, ReplayBackend
 from powertrain.cli import main
 from powertrain.data.corpora import load_corpus
 from powertrain.errors import DataError, ModeError, ModelFileError
-from powertrain.predictor import CrossDeviceWarning, ExtrapolationWarning, Predictor
+from powertrain.predictor import CrossDeviceWarning, ExtrapolationWarning, Predictor, streaming
 from powertrain.utils.files import atomic_open, inside, refuse_same, same_file
 
 REPO = Path(pt.__file__).resolve().parents[1]
