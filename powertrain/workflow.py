@@ -49,25 +49,21 @@ class CaseRun:
 
 def best_reference(device: str, workload: str, override: str | None = None) -> str:
     """The shipped reference to transfer from: the same device and workload if shipped,
-    else one on the same device (ResNet-18 first, the paper's choice), else the Jetson
-    family reference where it covers the device (its knobs, and a spec with the family's
-    hardware figures: benchmarks/results/cross_device.txt), else the Orin AGX ResNet-18
-    (the transfer then also crosses devices)."""
+    else one on the same device (ResNet-18 first, the paper's choice), else the Orin AGX
+    ResNet-18 (the transfer then also crosses devices). Not yet the Jetson family
+    reference (``jetson/resnet18``, closer on held-out Jetsons:
+    benchmarks/results/cross_device.txt): ``pt.decide`` builds its candidates from the
+    reference's inputs and so cannot read its spec features yet."""
     if override:
         return override
     from .predictor.model_io import pretrained_names
-    from .predictor.spec_features import FAMILY_REFERENCE, family_covers
 
     names = pretrained_names()
     for name in (f"{device}/{workload}", f"{device}/resnet18"):
         if name in names:
             return name
     same_device = sorted(n for n in names if n.split("/")[0] == device)
-    if same_device:
-        return same_device[0]
-    if FAMILY_REFERENCE in names and family_covers(device):
-        return FAMILY_REFERENCE
-    return "orin-agx/resnet18"
+    return same_device[0] if same_device else "orin-agx/resnet18"
 
 
 def load_reference(reference: Any) -> Any:
