@@ -74,6 +74,7 @@ bench: setup
 	$(BIN)/python benchmarks/real_gpu.py --json $(RESULTS)/real_gpu.json
 	$(BIN)/python benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(BIN)/python benchmarks/cross_device.py --json $(RESULTS)/cross_device.json | tee $(RESULTS)/cross_device.txt
+	$(BIN)/python benchmarks/calibration.py --json $(RESULTS)/calibration.json | tee $(RESULTS)/calibration.txt
 	$(BIN)/python benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(BIN)/python benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
 	$(BIN)/python tools/results_page.py

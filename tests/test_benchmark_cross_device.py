@@ -33,3 +33,17 @@ def test_the_verdict_compares_the_median_with_1_15x_the_floor():
     assert not s.loc["c", "target_met"]
     text = cd.report(s.reset_index())
     assert "b (seen)" in text and "MET" in text and "  seen" in text and "MISSED" in text
+
+
+def test_calibration_summary_compares_expected_loss_with_the_realised_penalty():
+    import calibration as cal
+    import pandas as pd
+
+    rows = [
+        {"device": "d", "confidence": 0.95, "expected_loss_pct": 1.0, "penalty_pct": 0.0},
+        {"device": "d", "confidence": 0.95, "expected_loss_pct": 1.0, "penalty_pct": 4.0},
+        {"device": "d", "confidence": 0.20, "expected_loss_pct": 4.0, "penalty_pct": -1.0},
+    ]
+    s = cal.summary(pd.DataFrame(rows)).iloc[0]
+    assert s.mean_expected_loss_pct == 2.0 and s.mean_realised_penalty_pct == 4.0 / 3
+    assert s.ratio == 1.5 and s.sure_picks == 2 and s.sure_unbeaten_pct == 50.0
