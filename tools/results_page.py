@@ -80,13 +80,13 @@ ABOUT = {
     "and with 3 predicted sigmas, the fastest preset whose *name* fits the cap, MAXN_SUPER); "
     "the cap table is draw 0's plain picks (cores / CPU / GPU / memory MHz).",
     "calibration": "Is a decision's confidence honest on a Jetson nobody tuned on "
-    "(`benchmarks/calibration.py`, issue 40)? `pt.decide` as it is, one shared budget over "
+    "(`benchmarks/calibration.py`)? `pt.decide` as it is, one shared budget over "
     "the cap range of the held-out Orin Nano Super and Orin NX 16GB twins (ResNet-18, the "
     "Orin AGX reference); per cap, the decision's expected loss and confidence beside the "
     "pick's realised penalty against the true optimum. Targets: mean expected loss within "
     "1.5x of the mean realised penalty; picks >= 90 % sure unbeaten in >= 80 % of cases.",
-    "cross_device": "Transfer accuracy across devices (`benchmarks/cross_device.py`, issue "
-    "40): PT@50 MAPE % of time / power over the modes not sampled, per reference, beside the "
+    "cross_device": "Transfer accuracy across devices (`benchmarks/cross_device.py`): "
+    "PT@50 MAPE % of time / power over the modes not sampled, per reference, beside the "
     "NN-on-all floor of the same corpus; target: time <= 1.15x the floor. Tuning: the Orin "
     "Nano and Xavier AGX corpora. Held out, never tuned on: the Orin NX 16GB (example spec) "
     "and the Orin Nano Super (catalog, derived twin constants) with ResNet-18 and "
