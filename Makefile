@@ -71,6 +71,7 @@ bench: setup
 	$(PY) benchmarks/optimisation.py --json $(RESULTS)/optimisation_monotone_power.json --png $(RESULTS)/optimisation_monotone_power.png | tee $(RESULTS)/optimisation_monotone_power.txt
 	$(PY) benchmarks/optimisation.py --draws 30 --strategies PT@50 --json $(RESULTS)/optimisation_pt50_30draws_monotone_power.json | tee $(RESULTS)/optimisation_pt50_30draws_monotone_power.txt
 	$(PY) $(TRAIN_REFERENCE) orin-agx/resnet18 orin-agx/mobilenetv3
+	$(PY) $(TRAIN_REFERENCE) jetson/resnet18  # the Jetson family (opt-in reference)
 	$(PY) benchmarks/twin_calibration.py --json $(RESULTS)/twin_calibration.json | tee $(RESULTS)/twin_calibration.txt
 	$(PY) benchmarks/optimisation.py --json $(RESULTS)/optimisation.json --png $(RESULTS)/optimisation.png | tee $(RESULTS)/optimisation.txt
 	$(PY) benchmarks/optimisation.py --draws 30 --strategies PT@50 --json $(RESULTS)/optimisation_pt50_30draws.json | tee $(RESULTS)/optimisation_pt50_30draws.txt
@@ -87,6 +88,10 @@ bench: setup
 	$(PY) benchmarks/accuracy.py --sizes 20 50 --no-floors --no-matrix --json $(RESULTS)/accuracy_rerun.json | tee $(RESULTS)/accuracy_rerun.txt
 	$(PY) benchmarks/accuracy.py --sizes 20 50 --no-floors --no-matrix --monotone power --json $(RESULTS)/accuracy_monotone_power.json | tee $(RESULTS)/accuracy_monotone_power.txt
 	$(PY) benchmarks/accuracy.py --sizes 20 50 --no-floors --no-matrix --monotone device --json $(RESULTS)/accuracy_monotone_device.json | tee $(RESULTS)/accuracy_monotone_device.txt
+	$(PY) benchmarks/cross_device.py --draws 10 --json $(RESULTS)/cross_device.json | tee $(RESULTS)/cross_device.txt
+	$(PY) $(TRAIN_REFERENCE) jetson/resnet18 --leave-out orin-nano --out $(QUICK)/loo
+	$(PY) benchmarks/cross_device.py --draws 10 --only orin-nano_ --references orin-agx/resnet18 $(QUICK)/loo/jetson/resnet18 --json $(RESULTS)/cross_device_loo.json | tee $(RESULTS)/cross_device_loo.txt
+	$(PY) benchmarks/calibration.py --json $(RESULTS)/calibration.json | tee $(RESULTS)/calibration.txt
 	$(PY) benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(PY) benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
 	$(PY) benchmarks/tuning_regret.py --draws 3 --caps-per-trace 2 --json $(RESULTS)/tuning_regret.json | tee $(RESULTS)/tuning_regret.txt

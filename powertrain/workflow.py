@@ -78,7 +78,10 @@ class CaseRun:
 def best_reference(device: str, workload: str, override: str | None = None) -> str:
     """The shipped reference to transfer from: the same device and workload if shipped,
     else one on the same device (ResNet-18 first, the paper's choice), else the Orin AGX
-    ResNet-18 (the transfer then also crosses devices)."""
+    ResNet-18 (the transfer then also crosses devices). Not yet the Jetson family
+    reference (``jetson/resnet18``, closer on held-out Jetsons:
+    benchmarks/results/cross_device.txt): ``pt.decide`` builds its candidates from the
+    reference's inputs and so cannot read its spec features yet."""
     if override:
         return override
     from .predictor.model_io import pretrained_names

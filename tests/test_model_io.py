@@ -194,7 +194,10 @@ def test_shipped_reference_models_load_and_predict(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncheckedModelWarning)  # current format: hash checked
         ref = Predictor.from_pretrained(name)
-    modes = pt.get_device(name.split("/")[0]).profiling_grid().head(50)
+    device = name.split("/")[0]
+    if ref.info_.get("spec_features"):  # a family reference: a device it was trained on
+        device = ref.info_["trained_on"]["device"][0]
+    modes = pt.get_device(device).profiling_grid().head(50).assign(device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = ref.predict(modes, batch_size=16)

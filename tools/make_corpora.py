@@ -70,6 +70,14 @@ def _registry() -> dict[str, CorpusSpec]:
             specs.append(CorpusSpec(f"orin-agx_{wl}_bs{bs}", "orin-agx", wl, (bs,), raw_logs=False))
         specs.append(CorpusSpec(f"xavier-agx_{wl}_bs16", "xavier-agx", wl, (16,), "random:1000"))
         specs.append(CorpusSpec(f"orin-nano_{wl}_bs16", "orin-nano", wl, (16,), "all"))
+    # the older Jetsons at batch 16: with the three above, the family reference's corpora
+    # (tools/train_reference.py jetson/resnet18), so it sees five GPU and memory widths
+    for dev in ("nano", "tx2-nx"):
+        specs.append(
+            CorpusSpec(
+                f"{dev}_resnet18_bs16", dev, "resnet18", (16,), "random:1500", raw_logs=False
+            )
+        )
     for wl in ("resnet18-cifar", "mobilenetv2-cifar", "transformer-char"):
         sizes = tuple(get_workload(wl).extra.get("batch_sizes", (4, 8, 16, 32, 64, 128)))
         specs.append(CorpusSpec(f"nano_{wl}_batchgrid", "nano", wl, sizes, "gpu-sweep"))

@@ -79,6 +79,20 @@ ABOUT = {
     "against the twin's expectation; decisions are picks under caps every 0.5 W (PT@50 plain "
     "and with 3 predicted sigmas, the fastest preset whose *name* fits the cap, MAXN_SUPER); "
     "the cap table is draw 0's plain picks (cores / CPU / GPU / memory MHz).",
+    "calibration": "Is a decision's confidence honest on a Jetson nobody tuned on "
+    "(`benchmarks/calibration.py`)? `pt.decide` as it is, one shared budget over "
+    "the cap range of the held-out Orin Nano Super and Orin NX 16GB twins (ResNet-18, the "
+    "Orin AGX reference); per cap, the decision's expected loss and confidence beside the "
+    "pick's realised penalty against the true optimum. Targets: mean expected loss within "
+    "1.5x of the mean realised penalty; picks >= 90 % sure unbeaten in >= 80 % of cases.",
+    "cross_device": "Transfer accuracy across devices (`benchmarks/cross_device.py`): "
+    "PT@50 MAPE % of time / power over the modes not sampled, per reference, beside the "
+    "NN-on-all floor of the same corpus; target: time <= 1.15x the floor. Tuning: the Orin "
+    "Nano and Xavier AGX corpora. Held out, never tuned on: the Orin NX 16GB (example spec) "
+    "and the Orin Nano Super (catalog, derived twin constants) with ResNet-18 and "
+    "MobileNetV3 (held-out device) and transformer-char (held-out workload). `jetson/resnet18` "
+    "is the family reference (five Jetsons' corpora, spec figures as inputs); its tuning rows "
+    "are devices it has seen (`device_seen`).",
     "select_margin": "The default margin of prediction-only picks "
     "(`benchmarks/select_margin.py`): V100 traces are the tuning split, A40 is held out; "
     "the smallest margin with the fewest tuning picks over cap + 1 W is the default.",

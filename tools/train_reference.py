@@ -4,10 +4,13 @@ Why: the reference models in ``reference_models/`` must be reproducible by anyon
 one command, and their cards must state figures measured by that same run:
 
     python tools/train_reference.py orin-agx/resnet18
+    python tools/train_reference.py jetson/resnet18   # the family reference (5 Jetsons)
     python tools/train_reference.py --resave   # new file format, same weights
 
 The model is trained on the whole grid corpus at batch 16 (paper §3.2: 90 % to train,
-10 % to pick the best epoch); the card reports the MAPE on those held-out 10 %.
+10 % to pick the best epoch); the card reports the MAPE on those held-out 10 %. A family
+reference (``FAMILIES``) is trained the same way on several devices' corpora at once, with
+each device's spec figures (``powertrain.predictor.spec_features``) beside its knobs.
 """
 
 from __future__ import annotations
@@ -17,16 +20,31 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from powertrain.data.corpora import load_corpus, provenance
 from powertrain.predictor import TARGETS, Predictor
 from powertrain.predictor.predictor import MONOTONE_CHOICES
+from powertrain.predictor.spec_features import SPEC_FEATURES
+from powertrain.schema import CONFIG_COLUMNS
 
 #: shipped reference name -> corpus it is trained on
 REFERENCES = {
     "orin-agx/resnet18": "orin-agx_resnet18_bs16",
     "orin-agx/mobilenetv3": "orin-agx_mobilenetv3_bs16",
+}
+#: family reference name -> the corpora of the devices it is trained on (issue 40: the
+#: Orin AGX, Xavier AGX and Orin Nano corpora of the tuning set plus the Nano and TX2 NX,
+#: so the spec figures take five values; no held-out device is among them)
+FAMILIES = {
+    "jetson/resnet18": (
+        "orin-agx_resnet18_bs16",
+        "xavier-agx_resnet18_bs16",
+        "orin-nano_resnet18_bs16",
+        "nano_resnet18_bs16",
+        "tx2-nx_resnet18_bs16",
+    ),
 }
 
 _REPO_MODELS = Path(__file__).resolve().parents[1] / "reference_models"
@@ -37,8 +55,11 @@ def train_reference(
 ) -> Path:
     """Fit the reference ``name`` on its corpus, save it under ``out_root``, write README.
     ``monotone``: a name in ``MONOTONE_CHOICES`` (the shipped ones: ``"none"``)."""
+    if name in FAMILIES:
+        return train_family(name, out_root, progress)
     if name not in REFERENCES:
-        raise SystemExit(f"unknown reference {name!r}; known: {', '.join(REFERENCES)}")
+        known = ", ".join([*REFERENCES, *FAMILIES])
+        raise SystemExit(f"unknown reference {name!r}; known: {known}")
     corpus_name = REFERENCES[name]
     corpus = load_corpus(corpus_name)
     t0 = time.perf_counter()
@@ -50,6 +71,72 @@ def train_reference(
     model.save(out)
     (out / "README.md").write_text(model_card(name, corpus_name, model, seconds))
     return out
+
+
+def train_family(
+    name: str, out_root: str | Path = _REPO_MODELS, progress: bool = True, leave_out: str = ""
+) -> Path:
+    """Fit the family reference ``name`` on its devices' corpora together, the spec
+    features filled from each row's device; save it and its card under ``out_root``.
+    ``leave_out``: a device whose corpora are left out (a leave-one-device-out check of
+    the family on the tuning set, benchmarks/cross_device.py ``--references``)."""
+    names = tuple(c for c in FAMILIES[name] if not leave_out or c.split("_")[0] != leave_out)
+    corpus = pd.concat([load_corpus(c) for c in names], ignore_index=True)
+    t0 = time.perf_counter()
+    model = Predictor(progress=progress, inputs=(*CONFIG_COLUMNS, *SPEC_FEATURES))
+    model.fit(corpus, source=name)
+    seconds = time.perf_counter() - t0
+    model.info_["corpus"] = list(names)
+    out = Path(out_root) / name
+    model.save(out)
+    (out / "README.md").write_text(family_card(name, names, model, seconds))
+    return out
+
+
+def family_card(name: str, names: tuple[str, ...], model: Predictor, seconds: float) -> str:
+    """The model card of a family reference: its corpora, inputs and validation MAPE."""
+    val = {t: model.heads_[t].validation_mape_ for t in TARGETS}
+    rows = "\n".join(
+        f"| `{c}` | {provenance(c).get('device')} | {provenance(c).get('rows')} |" for c in names
+    )
+    return f"""# Family reference predictor `{name}`
+
+One PowerTrain reference (time and power heads, the network of the single-device
+references) trained on the twin corpora of several Jetsons at once, with each device's
+spec figures ({", ".join(f"`{f}`" for f in SPEC_FEATURES)}, from the spec's `hardware`)
+as inputs beside its knobs and `batch_size`. A transfer fills them from the samples'
+`device` column, so a new Jetson needs only a spec with those figures:
+
+```python
+import powertrain as pt
+ref = pt.Predictor.from_pretrained("{name}")
+model = ref.transfer(samples)          # ~50 profiled modes, with their `device` column
+est = model.predict(pt.get_device("orin-nano").power_modes(), batch_size=16)
+```
+
+## Data
+
+| corpus | device | modes |
+|---|---|---|
+{rows}
+
+## Metrics (this training run)
+
+| target | MAPE % on the 10 % validation rows |
+|---|---|
+| time_ms | {val["time_ms"]:.2f} |
+| power_w | {val["power_w"]:.2f} |
+
+Transfer accuracy on tuning and held-out devices: `benchmarks/results/cross_device.txt`
+(`python benchmarks/cross_device.py`). Trained in {seconds:.1f} s on
+{torch.get_num_threads()} CPU thread(s).
+
+## Retrain
+
+```
+python tools/train_reference.py {name}
+```
+"""
 
 
 def model_card(name: str, corpus_name: str, model: Predictor, seconds: float) -> str:
@@ -144,11 +231,20 @@ def _physics(monotone: dict[str, dict[str, int]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("names", nargs="*", default=list(REFERENCES), help="references to retrain")
+    ap.add_argument(
+        "names", nargs="*", default=[*REFERENCES, *FAMILIES], help="references to retrain"
+    )
     ap.add_argument(
         "--out", default=str(_REPO_MODELS), help="root folder (default: reference_models/)"
     )
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--leave-out",
+        default="",
+        metavar="DEVICE",
+        help="a family reference without this device's corpora (write it with --out "
+        "elsewhere: a leave-one-device-out check, not a shipped model)",
+    )
     ap.add_argument(
         "--monotone",
         choices=MONOTONE_CHOICES,
@@ -165,11 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     for name in args.names:
-        out = (
-            resave(name, args.out)
-            if args.resave
-            else train_reference(name, args.out, monotone=args.monotone)
-        )
+        if args.leave_out:
+            out = train_family(name, args.out, leave_out=args.leave_out)
+        elif args.resave:
+            out = resave(name, args.out)
+        else:
+            out = train_reference(name, args.out, monotone=args.monotone)
         print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -178,7 +275,7 @@ def resave(name: str, out_root: str | Path = _REPO_MODELS) -> Path:
     """Load the model ``name`` under ``out_root`` and save it again (current format)."""
     import warnings
 
-    if name not in REFERENCES:
+    if name not in REFERENCES and name not in FAMILIES:
         raise SystemExit(f"unknown reference {name!r}; known: {', '.join(REFERENCES)}")
     path = Path(out_root) / name
     with warnings.catch_warnings():

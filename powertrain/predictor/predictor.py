@@ -25,7 +25,7 @@ from ..devices.specs import register_device, registered_devices
 from ..errors import DataError
 from ..metrics import mape
 from ..schema import CONFIG_COLUMNS, TARGET_COLUMNS
-from . import checks, mlp
+from . import checks, mlp, spec_features
 from .estimator import TRANSFER_PARAMS, PowerTrainMLP, base_estimator, transfers_in_parallel
 
 #: the two heads by default, in the order they are trained and written
@@ -135,6 +135,8 @@ class Predictor(BaseEstimator):
             return self._fit_by_transfer(corpus, source)
         inputs, targets = resolve_columns(self.inputs, self.targets, corpus, source)
         checks.check_column_roles(inputs, targets, source)
+        feats = tuple(f for f in inputs if f in spec_features.SPEC_FEATURES)
+        corpus = spec_features.attach(corpus, feats, None, "fit")
         df = checks.samples_table(
             corpus, "fit", source, inputs, targets, catalog_knobs=self.inputs is None
         )
@@ -162,6 +164,8 @@ class Predictor(BaseEstimator):
             "trained_on": _describe(corpus, len(df)),
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }
+        if feats:
+            self.info_[spec_features.INFO_KEY] = list(feats)
         return self
 
     def transfer(
@@ -204,6 +208,8 @@ class Predictor(BaseEstimator):
             A new, fitted predictor.
         """
         check_is_fitted(self, "heads_")
+        feats = spec_features.features_of(self.info_)
+        samples = spec_features.attach(samples, feats, None, "transfer")
         self._check_same_knobs(samples, source)
         df = checks.samples_table(
             samples,
@@ -275,6 +281,8 @@ class Predictor(BaseEstimator):
             },
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }
+        if feats:
+            new.info_[spec_features.INFO_KEY] = list(feats)
         return new
 
     def _fit_by_transfer(self, samples: pd.DataFrame, source: str | None) -> Predictor:
@@ -325,7 +333,8 @@ class Predictor(BaseEstimator):
             if self.inputs is None:
                 raise
             return  # the caller named the inputs: the device column is provenance only
-        if dev is not None and tuple(dev.config_columns) != tuple(self.inputs_):
+        knobs = spec_features.knobs_only(self.inputs_, self.info_)
+        if dev is not None and tuple(dev.config_columns) != knobs:
             where = f"{source}: " if source else ""
             raise DataError(
                 f"{where}the samples come from {dev.name}, whose configuration columns are "
@@ -373,6 +382,9 @@ class Predictor(BaseEstimator):
             ``modes`` with the predicted columns added.
         """
         check_is_fitted(self, "heads_")
+        feats = spec_features.features_of(self.info_)
+        added = [f for f in feats if isinstance(modes, pd.DataFrame) and f not in modes]
+        modes = spec_features.attach(modes, feats, spec_features.target_device(self.info_))
         frame = checks.config_table(
             modes, batch_size, self.inputs_, catalog_knobs=self.inputs is None
         )
@@ -380,7 +392,7 @@ class Predictor(BaseEstimator):
         checks.warn_extrapolation(frame, self.feature_ranges_, "predict")
         checks.warn_other_device(frame, self.info_)
         checks.warn_one_batch_size(frame, self.feature_ranges_)
-        out = frame.copy()
+        out = frame.drop(columns=added)  # the spec features filled in: not the caller's
         cap = getattr(self, "constraints_", {}).get("power_cap")
         rows = [slice(i, i + _PREDICT_ROWS) for i in range(0, len(X), _PREDICT_ROWS)]
         tasks = [(target, i) for target in self.targets_ for i in range(len(rows))]
