@@ -32,7 +32,7 @@ _LAZY = {
     "get_device": "devices.device",
     "report": "report",  # the callable package: pt.report(spec, out)
     "CapController": "decisions.cap_following",
-    "CapSchedule": "decisions.cap_following",
+    "CapSchedule": "decisions.cap_schedule",
     "follow": "decisions.cap_following",
     "fastest_under": "decisions.optimise",
     "pareto_front": "decisions.optimise",
@@ -58,7 +58,8 @@ if TYPE_CHECKING:  # what type checkers and documentation tools see
     from . import report
     from .backends.jetson.apply import apply
     from .data.batch_efficiency import load_r, r_vector
-    from .decisions.cap_following import CapController, CapSchedule, follow
+    from .decisions.cap_following import CapController, follow
+    from .decisions.cap_schedule import CapSchedule
     from .decisions.decide import Decision, decide
     from .decisions.optimise import fastest_under, pareto_front
     from .decisions.refine import refine_modes, with_observed

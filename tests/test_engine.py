@@ -269,6 +269,7 @@ def test_a_new_cap_gets_a_fresh_budget(reference):
     assert first["measured"] == 6 == (rows.cap == 30.0).sum()  # the first cap's budget spent
     assert 1 <= second["measured"] == (rows.cap == 20.0).sum() <= 6  # and a new one
     assert second["power_w"] <= 20.0
+    tuner.close()  # the board back and the signal handlers gone for the next test
 
 
 # ------------------------------------------------------------------- the cap table --

@@ -19,99 +19,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import DataError, NoFeasibleModeError
-from ..schema import check_columns, read_csv
+from ..schema import check_columns
 from .candidates import CapPick, fastest_measured
+from .cap_schedule import CapSchedule
 from .settings import TOLERANCE, checked_cap
 
 if TYPE_CHECKING:  # pragma: no cover
     from .decide import Decision
 
 __all__ = ["CapController", "CapSchedule", "FollowResult", "checked_cap", "follow"]
-
-
-class CapSchedule:
-    """The power cap over training time, for :func:`follow`.
-
-    Parameters
-    ----------
-    steps : sequence of (float, float), optional
-        ``(t_s, power_cap_w)`` pairs: the cap from ``t_s`` seconds after the start on
-        (``from_csv`` reads them from a file).
-    callback : callable, optional
-        ``(elapsed_s, minibatch) -> watts``, asked before every minibatch. Give either
-        ``steps`` or ``callback``.
-    """
-
-    def __init__(
-        self,
-        steps: Sequence[tuple[float, float]] | None = None,
-        callback: Callable[[float, int], float] | None = None,
-    ):
-        if (steps is None) == (callback is None):
-            raise DataError("CapSchedule: give either steps or a callback")
-        self.callback = callback
-        self.steps: list[tuple[float, float]] = []
-        if steps is not None:
-            self.steps = _check_steps(steps)
-
-    @classmethod
-    def from_csv(cls, path: str | Path) -> CapSchedule:
-        """A schedule file with columns ``t_s`` and ``power_cap_w``."""
-        df = check_columns(
-            read_csv(path, "cap schedule"),
-            ["t_s", "power_cap_w"],
-            source=str(path),
-            nonnegative=["t_s"],
-            positive=["power_cap_w"],
-        )
-        try:
-            return cls(steps=list(zip(df["t_s"], df["power_cap_w"])))
-        except DataError as e:  # name the file: its rows are the steps
-            raise DataError(f"{path}: {str(e).replace('step', 'row')}") from None
-
-    def __call__(self, elapsed_s: float, minibatch: int = 0) -> float:
-        if self.callback is not None:
-            return checked_cap(self.callback(elapsed_s, minibatch), elapsed_s)
-        times = [t for t, _ in self.steps]
-        return self.steps[int(np.searchsorted(times, elapsed_s, side="right")) - 1][1]
-
-    def caps(self) -> list[float]:
-        """The distinct caps of a step schedule (what to decide for ahead of time)."""
-        return sorted({w for _, w in self.steps})
-
-
-def _check_steps(steps: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The steps as sorted ``(t_s, W)`` pairs; a malformed step is named by its index, and
-    two caps at the same instant are refused (a power limit must not be ambiguous)."""
-    out: list[tuple[float, float]] = []
-    for i, step in enumerate(steps):
-        try:
-            t, w = step
-            t, w = float(t), float(w)
-        except (TypeError, ValueError):
-            raise DataError(
-                f"CapSchedule: step {i + 1}: {step!r} must be a pair (t_s, power_cap_w) of numbers"
-            ) from None
-        if not (math.isfinite(t) and t >= 0 and math.isfinite(w) and w > 0):
-            raise DataError(f"CapSchedule: step {i + 1}: ({t!r}, {w!r}) needs t_s >= 0, cap > 0")
-        same = [j for j, (u, _) in enumerate(out) if u == t]
-        if same:
-            raise DataError(
-                f"CapSchedule: steps {same[0] + 1} and {i + 1} both start at t_s = {t:g} "
-                f"({out[same[0]][1]:g} W and {w:g} W): give one cap per instant"
-            )
-        out.append((t, w))
-    out.sort()
-    if not out or out[0][0] > 0:
-        raise DataError("CapSchedule: the first step must start at t_s = 0")
-    return out
 
 
 class CapController:
@@ -404,27 +326,7 @@ def follow(
         new_cap = checked_cap(schedule(elapsed, n), elapsed)
         if new_cap != cap:
             cap = new_cap
-            before = getattr(controller, "n_measured", 0)
-            pick = controller.config_for(cap)
-            if pick.config is None:
-                raise NoFeasibleModeError(f"at {elapsed:.0f} s the cap is {cap:g} W: {pick.reason}")
-            # a controller that measured may have measured on this board: apply again
-            if pick.config != current or getattr(controller, "n_measured", 0) != before:
-                if segments:
-                    segments[-1]["end_s"] = elapsed
-                current = dict(pick.config)
-                board.configure(current)
-                segments.append(
-                    {
-                        "start_s": elapsed,
-                        "power_cap_w": cap,
-                        **current,
-                        "measured": pick.measured,
-                        "minibatches": 0,
-                    }
-                )
-                if on_switch is not None:
-                    on_switch(elapsed, cap, current)
+            current = _switch(board, controller, cap, elapsed, current, segments, on_switch)
         t0 = board.now()
         board.run_minibatch()
         elapsed += board.now() - t0
@@ -440,6 +342,40 @@ def follow(
         float(getattr(controller, "board_s", 0.0)) - start_s,
         int(getattr(controller, "n_measured", 0)) - start_n,
     )
+
+
+def _switch(
+    board: Any,
+    controller: Any,
+    cap: float,
+    elapsed: float,
+    current: dict | None,
+    segments: list[dict],
+    on_switch: Callable[[float, float, dict], None] | None,
+) -> dict:
+    """Ask the controller for ``cap``'s pick and apply it; a new segment starts where the
+    configuration changes (or where the controller measured on this board meanwhile)."""
+    before = getattr(controller, "n_measured", 0)
+    pick = controller.config_for(cap)
+    if pick.config is None:
+        raise NoFeasibleModeError(f"at {elapsed:.0f} s the cap is {cap:g} W: {pick.reason}")
+    if (
+        current is not None
+        and pick.config == current
+        and getattr(controller, "n_measured", 0) == before
+    ):
+        return current
+    if segments:
+        segments[-1]["end_s"] = elapsed
+    current = dict(pick.config)
+    board.configure(current)
+    segments.append(
+        {"start_s": elapsed, "power_cap_w": cap, **current, "measured": pick.measured,
+         "minibatches": 0}
+    )  # fmt: skip
+    if on_switch is not None:
+        on_switch(elapsed, cap, current)
+    return current
 
 
 def _samples(segments: list[dict]) -> int:

@@ -126,13 +126,9 @@ def fastest_under(
     """The fastest row whose predicted power + ``margin_w`` + ``k_sigma`` x ``power_w_std``
     stays within ``power_cap_w``.
 
-    ``time`` may name any cost column to minimise (e.g. a time-to-accuracy column); by
-    default the table's time column (``time_ms`` per minibatch or ``epoch_s``). With
-    ``k_sigma`` > 0 the predictor's uncertainty buys a safety margin. Where the table
-    has a ``power_w_max`` column (a Predictor on a device with a power-limit knob: the
-    most the hardware lets each row draw), the guarded power never exceeds it: a row
-    whose limit already keeps it under the cap needs no margin, because the hardware
-    guarantees what the model can only estimate. Rows measured on the board (spread 0,
+    Where the table has a ``power_w_max`` column (the most a power-limit knob lets each
+    row draw), the guarded power never exceeds it: the hardware guarantees what the
+    model can only estimate. Rows measured on the board (spread 0,
     :func:`~powertrain.decisions.refine.with_observed`) are judged by their measurement.
 
     Parameters
@@ -147,7 +143,8 @@ def fastest_under(
         A margin of this many predicted standard deviations of power (needs a
         ``power_w_std`` column); 0 is the paper's plain pick.
     time : str, optional
-        The column to minimise; default the table's time column.
+        The cost column to minimise (e.g. time to accuracy); default the table's time
+        column (``time_ms`` per minibatch or ``epoch_s``).
     power : str
         The power column.
     source : str, optional
