@@ -235,18 +235,6 @@ def test_the_demo_output_shown_in_the_docs_is_what_the_demo_prints(tmp_path, cap
             assert _same_line(s, p), f"{page.name} shows\n{s}\nthe demo printed\n{p}"
 
 
-#: public names in modules other work is reshaping now (the decision engine, `select`,
-#: the training callbacks, the NVML and Jetson backends): their sections come with it
-NUMPY_PENDING = {"decide", "Decision", "select", "time_to_accuracy"}
-NUMPY_PENDING_API = {
-    *(f"powertrain.{n}" for n in NUMPY_PENDING),
-    "powertrain.integrations.lightning.PowerTrainCallback",
-    "powertrain.integrations.transformers.PowerTrainCallback",
-    "powertrain.backends.NvmlBackend",
-    "powertrain.backends.JetsonBackend",
-}
-
-
 def _numpy_sections_missing(obj: object) -> list[str]:
     """The numpy-style sections the API site renders that ``obj``'s docstring lacks:
     Parameters where it takes any, Returns for a function."""
@@ -285,9 +273,7 @@ def test_public_names_have_parameters_and_returns_sections():
         gaps = _numpy_sections_missing(getattr(pt.Predictor, method))
         if gaps:
             missing[f"Predictor.{method}"] = gaps
-    assert set(missing) <= NUMPY_PENDING, {
-        k: v for k, v in missing.items() if k not in NUMPY_PENDING
-    }
+    assert missing == {}
 
 
 def test_the_api_pages_entries_have_parameters_and_returns_sections():
@@ -312,5 +298,4 @@ def test_the_api_pages_entries_have_parameters_and_returns_sections():
                 gaps = _numpy_sections_missing(member)
                 if gaps:
                     missing[name] = gaps
-    left = {k: v for k, v in missing.items() if k not in NUMPY_PENDING_API}
-    assert left == {}
+    assert missing == {}

@@ -65,19 +65,49 @@ def _values(given: Iterable[float] | None, default: float | None) -> list[Any]:
 class NvmlBackend(StepBackend):
     """An NVIDIA GPU running the user's training step; power from NVML.
 
-    ``allow_power_limit``: also sweep the GPU power limit (``power_limit_w``, needs root).
-    ``allow_clocks``: also sweep locked SM clocks (``gpu_mhz``; ``mem_mhz`` too where the
-    GPU lists more than one memory clock), among the clocks NVML reports as supported;
-    needs root. Every setting is read back. The limit found at start is restored, and
-    locked clocks are reset, by :meth:`close` and :meth:`on_error`, also on SIGINT, SIGTERM
-    and SIGHUP (``handle_signals``) and at interpreter exit. Before the first change the
-    original settings go to a per-GPU state file in ``state_dir`` (default
-    ``$POWERTRAIN_STATE_DIR`` or ``~/.local/state/powertrain/nvml``), deleted once they are
-    restored: a later run of any output finds it after a SIGKILL and restores those
-    settings, not the ones it finds. Off by default: then no NVML setter is called and the
-    ``power_limit_w`` / ``gpu_mhz`` / ``mem_mhz`` columns are refused. ``nvml`` replaces the
-    ``pynvml`` module (tests inject a fake). ``proc_root`` is where ``/proc/cpuinfo`` and
-    the cpufreq files are read from for the observed CPU clock.
+    Every setting is read back. The limit found at start is restored, and locked clocks
+    are reset, by :meth:`close` and :meth:`on_error`, also on SIGINT, SIGTERM and SIGHUP
+    (``handle_signals``) and at interpreter exit. Before the first change the original
+    settings go to a per-GPU state file in ``state_dir``, deleted once they are restored:
+    a later run of any output finds it after a SIGKILL and restores those settings, not
+    the ones it finds. Changing settings is off by default: then no NVML setter is called
+    and the ``power_limit_w`` / ``gpu_mhz`` / ``mem_mhz`` columns are refused.
+
+    Parameters
+    ----------
+    step : TrainingStep, callable or str
+        The training step to time: a step, a ``fn(batch_size)``, or a workload name
+        (:func:`~powertrain.steps.as_step`).
+    gpu_index : int
+        The GPU's NVML index (``nvidia-smi -L``).
+    device_name : str, optional
+        The measurements' ``device`` (default the GPU's name as a slug:
+        ``nvidia-h100-80gb-hbm3``).
+    sample_period_s : float
+        Seconds between power readings.
+    nvml : module, optional
+        Replaces the ``pynvml`` module (tests inject a fake).
+    clock : callable
+        The clock steps and power readings are timed with (seconds).
+    proc_root : str or Path
+        Where ``/proc/cpuinfo`` and the cpufreq files are read from for the observed CPU
+        clock.
+    allow_power_limit : bool
+        Also sweep the GPU power limit (``power_limit_w``, needs root).
+    handle_signals : bool
+        Restore the settings on SIGINT, SIGTERM and SIGHUP (only when they may change).
+    allow_clocks : bool
+        Also sweep locked SM clocks (``gpu_mhz``; ``mem_mhz`` too where the GPU lists more
+        than one memory clock), among the clocks NVML reports as supported; needs root.
+    state_dir : str or Path, optional
+        Where the state file goes (default ``$POWERTRAIN_STATE_DIR`` or
+        ``~/.local/state/powertrain/nvml``).
+
+    Raises
+    ------
+    ProfilingError
+        When NVML cannot start, has no GPU ``gpu_index``, or the GPU does not report the
+        power limit range or clocks an ``allow_*`` option needs.
     """
 
     observed_columns = ("observed_gpu_mhz", "observed_mem_mhz", "observed_cpu_mhz")

@@ -18,6 +18,17 @@ own forecasts were off; the earlier loop (``"contest"``) draws each one independ
 which overstates the chance that *some* unmeasured one wins, so it errs on measuring
 more; ``"random"`` is the floor (uniform draws).
 
+The loop: measure ``start`` configurations (spread over the reference's predicted power
+on its own device, else over the device's strata), transfer, then ``per_round`` at a
+time, re-transferring after each round. "table" measures what removes the most expected
+loss summed over the caps and what is expected to improve most on the picks by itself;
+it stops "settled" when the weighted expected loss is within ``tolerance`` and every cap
+where something may fit has a pick (:attr:`Decision.expected_loss`, per cap in
+:meth:`Decision.table`). "contest" uses per-cap expected improvement and stops "stable"
+after ``patience`` rounds. Each stops "confident" when every cap's pick is unbeaten with
+chance ``confidence``, or at the budget. A cap under which nothing measured fits gets
+``config=None`` and a reason; ``hard_cap`` is off by default: its regret is higher.
+
 ``decide`` is a thin driver of the engine (:mod:`~powertrain.decisions.study`): it asks
 the study what to measure, measures it on the board, tells the study, and returns the
 study's picks. The strategies are :mod:`~powertrain.decisions.samplers`, the stop rule
@@ -68,26 +79,50 @@ __all__ = [
 
 @dataclass
 class Decision:
-    """What :func:`decide` returns: one pick per cap, every measurement, the board time."""
+    """What :func:`decide` returns: one pick per cap, every measurement, the board time.
+
+    Parameters
+    ----------
+    picks : list of CapPick
+        One per cap, lowest cap first (``config=None`` and a reason where nothing fits).
+    measurements : DataFrame
+        Every configuration measured, in order, with ``round`` (0: the start; -1: given
+        ``samples``) and ``why``.
+    board_s : float
+        Board seconds spent on the measurements of this call.
+    stop_reason : str
+        Why the loop stopped: a key of ``STOP_REASONS`` ("settled", "confident",
+        "stable", "budget" or "exhausted").
+    rounds : int
+        Rounds measured after the start.
+    time_column : str
+        The reference's time column (``time_ms`` per minibatch or ``epoch_s``).
+    model : Predictor, optional
+        The last transferred model (None: every candidate measured before a transfer).
+    estimates : DataFrame, optional
+        Its estimates of every candidate, measured rows at measured values.
+    expected_loss : float
+        The expected relative loss of the picks, weighted over the caps, when it stopped:
+        how much slower than the fastest configuration that fits (nan: "contest").
+    method : str
+        The strategy that made it.
+    study : Study, optional
+        The study that made it (the cap controller asks it whether a new cap is settled).
+    device, workload : str, optional
+        The board's device and workload (None: unknown), written with the table.
+    """
 
     picks: list[CapPick]
-    #: every configuration measured, in order, with ``round`` and ``why``
     measurements: pd.DataFrame
-    #: board seconds spent on the measurements of this call
     board_s: float
     stop_reason: str
     rounds: int
     time_column: str
-    #: the last transferred model and its estimates (measured rows at measured values)
     model: Any = field(repr=False, default=None)
     estimates: pd.DataFrame | None = field(repr=False, default=None)
-    #: the expected relative loss of the picks, weighted over the caps, when it stopped
-    #: (how much slower than the fastest configuration that fits; nan: method "contest")
     expected_loss: float = float("nan")
     method: str = "table"
-    #: the study that made it (the cap controller asks it whether a new cap is settled)
     study: Any = field(repr=False, default=None)
-    #: the board's device and workload (None: unknown), written with the table
     device: str | None = None
     workload: str | None = None
 
@@ -147,82 +182,90 @@ class Decision:
 
 # --------------------------------------------------------------------- the loop --
 def decide(
-    board: Any,
-    reference: Predictor,
-    power_cap_w: float | Sequence[float],
-    *,
-    budget: int = 50,
-    candidates: pd.DataFrame | None = None,
-    batch_size: int | Sequence[int] | None = None,
-    r: Any = None,
-    objective: str = "time",
-    start: int | None = None,
-    per_round: int = 2,
-    confidence: float = 0.9,
-    patience: int = 4,
-    tolerance: float = TOLERANCE,
-    acquisition: str = "improvement",
-    accept_unmeasured: float | None = None,
-    samples: pd.DataFrame | None = None,
-    draws: int = 512,
-    seed: int = 0,
-    progress: Callable[[str], None] | None = None,
-    transfer_options: dict | None = None,
-    out: str | None = None,
-    n_minibatches: int = 40,
-    method: str = "table",
-    protocol: str = "settled",
-    correlation: float | None = None,
-    cap_weights: Sequence[float] | None = None,
-    hard_cap: bool = False,
-) -> Decision:
+    board: Any, reference: Predictor, power_cap_w: float | Sequence[float], *, budget: int = 50,
+    candidates: pd.DataFrame | None = None, batch_size: int | Sequence[int] | None = None,
+    r: Any = None, objective: str = "time", start: int | None = None, per_round: int = 2,
+    confidence: float = 0.9, patience: int = 4, tolerance: float = TOLERANCE, draws: int = 512,
+    acquisition: str = "improvement", accept_unmeasured: float | None = None, seed: int = 0,
+    samples: pd.DataFrame | None = None, progress: Callable[[str], None] | None = None,
+    transfer_options: dict | None = None, out: str | None = None, n_minibatches: int = 40,
+    method: str = "table", protocol: str = "settled", correlation: float | None = None,
+    cap_weights: Sequence[float] | None = None, hard_cap: bool = False) -> Decision:  # fmt: skip
     """Choose the fastest configuration under each power cap, measuring on ``board``.
 
-    ``board``: a Backend (twin, Jetson, NVML, :class:`~powertrain.backends.ReplayBackend`)
-    or a :class:`~powertrain.Twin`. ``reference``: a fitted Predictor to transfer.
-    ``power_cap_w``: one cap or several (a range: ``range(17, 51)``). ``budget``:
-    configurations this call may measure. ``candidates``: the configurations to choose
-    among (default :func:`candidate_configurations`). With ``r`` (an r vector, or a table
-    of ``batch_size, epochs``) the cost is time (``objective="energy"``: energy) to
-    accuracy per sample (:func:`cost_factor`), so batch size is chosen jointly.
+    Parameters
+    ----------
+    board : Backend or Twin
+        What measures: a Jetson, NVML, the twin, a :class:`~powertrain.backends.ReplayBackend`.
+    reference : Predictor
+        A fitted Predictor of ``power_w`` and one time column, transferred to the board.
+    power_cap_w : float or sequence of float
+        One cap in W or several (a range: ``range(17, 51)``), each finite and > 0.
+    budget : int
+        Configurations this call may measure (``samples`` not counted).
+    candidates, samples : DataFrame, optional
+        ``candidates``: the configurations to choose among (default
+        :func:`candidate_configurations`); ``samples``: earlier measurements to start from.
+    batch_size : int or sequence of int, optional
+        The batch size(s) to choose among.
+    r : dict, DataFrame, str or Path, optional
+        An r vector (or a ``batch_size, epochs`` table): cost becomes time to accuracy.
+    objective : str
+        "time", or "energy": the time cost x power (with ``r``: :func:`cost_factor`).
+    start : int, optional
+        Configurations measured before the first transfer (default 5, at most ``budget``).
+    per_round : int
+        Configurations measured in each round after it (re-transferring after each).
+    confidence : float
+        Stop ("confident") once every cap's pick is unbeaten with this chance.
+    patience : int
+        "contest": stop ("stable") once the picks stood this many rounds.
+    tolerance : float
+        Stop ("settled") once the expected relative loss is within this, in [0, 1).
+    acquisition : str
+        What a round measures for: the expected gain, or ("probability") the chance to win.
+    accept_unmeasured : float, optional
+        Pick an unmeasured one predicted faster if its chance of fitting is at least this.
+    draws : int
+        Draws of the unmeasured configurations' times and powers a round.
+    seed : int
+        The random seed (draws and transfers).
+    progress : callable, optional
+        Told why each configuration is measured.
+    transfer_options : dict, optional
+        Keyword arguments of each :meth:`Predictor.transfer`.
+    out : str, optional
+        A CSV each measurement is appended to (pass it back as ``samples`` to resume).
+    n_minibatches : int
+        Clean minibatches each measurement times ("settled": the longest window).
+    method : str
+        The strategy: "table", "contest" or "random" (the loop: the module's docstring).
+    protocol : str
+        Measure until mean time and power are known to 1 % ("settled") or "fixed".
+    correlation : float, optional
+        "table": the field's length in standardised log-knob units (0: independent).
+    cap_weights : sequence of float, optional
+        Each cap's weight in the expected loss, as the caps are given (default uniform).
+    hard_cap : bool
+        Explore only inside the one cap's safe set (:mod:`~powertrain.decisions.hard_cap`).
 
-    The loop: measure ``start`` configurations (default 5: spread over the reference's
-    predicted power on its own device, else over the device's strata), transfer, then
-    ``per_round`` at a time, re-transferring after each round.
-    ``method`` names the strategy (:mod:`~powertrain.decisions.samplers`): "table"
-    (default) draws the unmeasured configurations jointly, neighbours erring together
-    (``correlation``: the field's length in standardised log-knob units, 0:
-    independent), and measures what removes the most expected loss summed over the caps
-    (``cap_weights``: each cap's weight, as the caps are given; uniform by default) and
-    what is expected to improve most on the picks by itself; it stops "settled" when the
-    weighted expected loss is within ``tolerance`` and every cap where something may
-    fit has a pick (the loss is reported: :attr:`Decision.expected_loss`, per cap in
-    :meth:`Decision.table`). "contest" is the earlier loop: independent draws, per-cap
-    expected improvement, the "stable" stop after ``patience`` rounds. "random" is the
-    floor. Each stops "confident" when every cap's pick is unbeaten with chance
-    ``confidence``, or at the budget. ``acquisition``: the expected gain or the chance
-    of winning ("probability"). ``protocol``: each configuration is measured until its
-    mean time and power are known to 1 % ("settled", default) or for ``n_minibatches``
-    clean minibatches ("fixed", the paper's); a replayed table answers from its records.
-
-    Each cap's pick is the fastest configuration *measured* under it, with its measured
-    time and power. With ``accept_unmeasured`` (a probability), an unmeasured
-    configuration predicted faster is returned instead when its chance of staying
-    within the cap is at least that (``measured=False``). A cap under which nothing
-    measured fits gets ``config=None`` and a reason. ``samples``: earlier measurements
-    to start from (not in the budget). ``progress``: told why each is measured.
-    ``out``: a CSV the profiler appends each measurement to (pass it back as
-    ``samples`` to resume). ``hard_cap``: explore only inside the (one) cap's safe set
-    (:mod:`~powertrain.decisions.hard_cap`; off by default: its regret is higher).
+    Returns
+    -------
+    Decision
+        Per cap the fastest configuration measured under it, every measurement, board time.
     """
-    s = Settings(
-        budget=budget, start=start, per_round=per_round, confidence=confidence, draws=draws,
-        patience=patience, tolerance=tolerance, method=method, correlation=correlation,
-        acquisition=acquisition, seed=seed, protocol=protocol, n_minibatches=n_minibatches,
-        objective=objective, accept_unmeasured=accept_unmeasured, cap_weights=cap_weights,
-        hard_cap=hard_cap)  # fmt: skip
-    board, study = open_study(board, reference, power_cap_w, s, candidates, batch_size, r,
-                              samples, progress, transfer_options)  # fmt: skip
+    s = Settings(budget=budget, start=start, per_round=per_round, confidence=confidence,
+        draws=draws, patience=patience, tolerance=tolerance, method=method, seed=seed,
+        correlation=correlation, acquisition=acquisition, protocol=protocol, objective=objective,
+        n_minibatches=n_minibatches, accept_unmeasured=accept_unmeasured, hard_cap=hard_cap,
+        cap_weights=cap_weights)  # fmt: skip
+    return drive(*open_study(board, reference, power_cap_w, s, candidates, batch_size, r,
+                             samples, progress, transfer_options), s, out)  # fmt: skip
+
+
+def drive(board: Backend, study: Study, s: Settings, out: str | None = None) -> Decision:
+    """Measure on ``board`` what ``study`` asks for, and tell it, until it stops: its
+    decision."""
     while (asked := study.ask()) is not None:
         study.tell(measure(board, asked.configs, out, s.n_minibatches, s.protocol), asked)
     return result(study, board)

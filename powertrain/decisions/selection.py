@@ -24,10 +24,31 @@ OBJECTIVES = ("time", "energy")
 
 def time_to_accuracy(estimates: pd.DataFrame, r: RSource, time: str | None = None) -> pd.DataFrame:
     """``estimates`` plus ``tt_acc`` (seconds when r is absolute, else relative units)
-    and ``energy_acc`` (J, or relative), for every row whose batch size r covers.
+    and ``energy_acc`` (J, or relative), for every row; r must cover each batch size.
 
-    ``time`` is the table's time column: ``time_ms`` per minibatch (absolute with an r
-    of ``samples``) or ``epoch_s`` per epoch (absolute with an r of ``epochs``)."""
+    Parameters
+    ----------
+    estimates : DataFrame
+        Predictions or measurements with ``batch_size``, a time and a power column.
+    r : dict, DataFrame, str or Path
+        Batch-size efficiency, as :func:`~powertrain.load_r` reads it: a relative ``r``
+        (ranks only), ``samples`` to the target, or ``epochs`` to it.
+    time : str, optional
+        The table's time column: ``time_ms`` per minibatch (absolute with an r of
+        ``samples``) or ``epoch_s`` per epoch (absolute with an r of ``epochs``); default
+        the one the table holds.
+
+    Returns
+    -------
+    DataFrame
+        ``estimates`` with the columns ``tt_acc`` and ``energy_acc`` added.
+
+    Raises
+    ------
+    DataError
+        Without a ``batch_size`` or time column, for a batch size r lacks, or for an r in
+        ``epochs`` with per-minibatch times.
+    """
     if "batch_size" not in estimates.columns:
         raise DataError("estimates need a batch_size column to join with the r vector")
     cols = columns_of(estimates)
@@ -80,19 +101,46 @@ def select(
     """The (batch size, power mode) row minimising time (or energy) to accuracy whose
     predicted power + margin + k_sigma x power_w_std stays within ``power_cap_w``.
 
-    ``k_sigma=None`` (default) keeps :data:`~powertrain.decisions.optimise.SAFE_K_SIGMA`
-    predicted sigmas below the cap on predicted rows; a measured row
-    (:func:`~powertrain.schema.measured_rows`: a profiling output) is judged by its
-    measured power, as ``decide`` judges one; ``k_sigma=0`` is the paper's plain pick. The
-    pick's ``attrs["how"]`` says which: ``"measured"``, ``"predicted with a margin (3
-    sigma)"`` or ``"predicted"``. ``source`` names the table in errors (a file name).
+    A measured row (:func:`~powertrain.schema.measured_rows`: a profiling output) is
+    judged by its measured power, as ``decide`` judges one. Ties are broken by lower
+    power, then smaller batch size, then the row order, so the same input always gives
+    the same pick.
 
-    ``deadline_s`` (needs r with absolute ``samples``, or ``epochs`` for a per-epoch
-    table) keeps only rows that reach the target in time — with ``objective="energy"``
-    the cheapest way to finish by then.
-    Ties are broken by lower power, then smaller batch size, then the row order, so the
-    same input always gives the same pick. Raises :class:`NoFeasibleModeError` naming
-    the lowest reachable power when nothing fits.
+    Parameters
+    ----------
+    estimates : DataFrame
+        Predictions (:meth:`Predictor.predict`; ``power_w_std`` for a margin in sigmas)
+        or measurements, with ``batch_size``, a time and a power column.
+    r : dict, DataFrame, str or Path
+        Batch-size efficiency (:func:`time_to_accuracy`), covering every batch size.
+    power_cap_w : float
+        The power cap in watts (> 0).
+    objective : str
+        ``"time"`` (default) or ``"energy"`` to accuracy.
+    deadline_s : float, optional
+        The seconds to reach the target by (needs absolute ``samples`` in r, or ``epochs``
+        for a per-epoch table); with "energy": the cheapest way to finish by then.
+    margin_w : float
+        A fixed safety margin in watts kept below the cap.
+    k_sigma : float, optional
+        Predicted standard deviations of power kept below the cap on predicted rows;
+        None (default): :data:`~powertrain.decisions.optimise.SAFE_K_SIGMA` where the
+        table has ``power_w_std``, else 0; ``k_sigma=0`` is the paper's plain pick.
+    source : str
+        Names the table in errors (a file name).
+
+    Returns
+    -------
+    Series
+        The chosen row, with ``tt_acc`` and ``energy_acc``; ``attrs["how"]``: how it was
+        judged ("measured", "predicted with a margin (3 sigma)" or "predicted").
+
+    Raises
+    ------
+    NoFeasibleModeError
+        Nothing fits (naming the lowest reachable power) or reaches the target in time.
+    DataError
+        An unknown ``objective``, a deadline without absolute r, a malformed table or r.
     """
     if objective not in OBJECTIVES:
         raise DataError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")

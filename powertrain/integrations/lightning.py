@@ -21,10 +21,36 @@ from . import TunerHooks
 class PowerTrainCallback(TunerHooks, pl.Callback):
     """Run a :class:`~powertrain.Tuner` around every training batch.
 
-    ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner;
-    ``batch_size`` defaults to the train dataloader's; ``profile``: a CSV to save the
-    measurements to and start the next ``fit`` from. A second ``fit`` with the same
-    callback starts from what the first measured.
+    ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner. A
+    second ``fit`` with the same callback starts from what the first measured.
+
+    Parameters
+    ----------
+    board : Backend or Twin
+        What sets the configurations and reads power, as the Tuner's ``board`` (None:
+        training runs unchanged, with one warning).
+    reference : Predictor
+        A fitted Predictor of ``power_w`` to transfer.
+    power_cap_w : float or callable
+        The cap in W (> 0), or a schedule ``(elapsed_s, minibatch) -> W``.
+    batch_size : int, optional
+        The one batch size the job runs (>= 1); default the train dataloader's.
+    profile : str or Path, optional
+        A CSV the measurements are saved to and the next ``fit`` starts from (the next
+        run at the same cap measures nothing new).
+    workload : str, optional
+        The name the measurements are saved under (default the board's).
+    **tuner_options
+        Any other :class:`~powertrain.Tuner` argument (``budget``, ``minibatches``,
+        ``method``, ...; not ``log`` or ``samples``, which the callback sets).
+
+    Raises
+    ------
+    DataError
+        When the callback is built, not when training starts: a batch size that is not
+        one positive integer, a cap that is not positive watts or a schedule, a
+        ``profile`` that is not a path, an unknown option, a ``budget`` or
+        ``minibatches`` below 1, or a reference that does not predict ``power_w``.
     """
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -29,10 +29,36 @@ GUARDED = ("_run_epoch", "training_step")
 class PowerTrainCallback(TunerHooks, TrainerCallback):
     """Run a :class:`~powertrain.Tuner` around every optimizer step.
 
-    ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner;
-    ``batch_size`` defaults to ``per_device_train_batch_size``; ``profile``: a CSV to
-    save the measurements to and start the next ``train()`` from. With gradient
-    accumulation a step is one optimizer step (its minibatches timed together).
+    ``board``, ``reference``, ``power_cap_w`` and ``tuner_options`` go to the Tuner. With
+    gradient accumulation a step is one optimizer step (its minibatches timed together).
+
+    Parameters
+    ----------
+    board : Backend or Twin
+        What sets the configurations and reads power, as the Tuner's ``board`` (None:
+        training runs unchanged, with one warning).
+    reference : Predictor
+        A fitted Predictor of ``power_w`` to transfer.
+    power_cap_w : float or callable
+        The cap in W (> 0), or a schedule ``(elapsed_s, minibatch) -> W``.
+    batch_size : int, optional
+        The one batch size the job runs (>= 1); default ``per_device_train_batch_size``.
+    profile : str or Path, optional
+        A CSV the measurements are saved to and the next ``train()`` starts from (the next
+        run at the same cap measures nothing new).
+    workload : str, optional
+        The name the measurements are saved under (default the board's).
+    **tuner_options
+        Any other :class:`~powertrain.Tuner` argument (``budget``, ``minibatches``,
+        ``method``, ...; not ``log`` or ``samples``, which the callback sets).
+
+    Raises
+    ------
+    DataError
+        When the callback is built, not when training starts: a batch size that is not
+        one positive integer, a cap that is not positive watts or a schedule, a
+        ``profile`` that is not a path, an unknown option, a ``budget`` or
+        ``minibatches`` below 1, or a reference that does not predict ``power_w``.
     """
 
     _trainer: Any = None

@@ -94,14 +94,54 @@ class _Fan:
 class JetsonBackend(StepBackend):
     """A Jetson running the user's training step.
 
-    ``device``: catalog id or spec of this board, or ``"auto"`` (recognised from the
-    device tree and the active nvpmodel file); ``step``: a TrainingStep, a callable
-    ``step(batch_size)``, or a workload name (see
-    :func:`~powertrain.steps.loader.load_step`).
-    ``root``, ``write``, ``jtop_factory`` and ``check_root`` exist for tests and chroots.
     Use it as a context manager (or call :meth:`close`) so the board is restored.
     ``self.device`` is the board's own power-mode space (its tables may differ from the
     catalog's); draw modes from it.
+
+    Parameters
+    ----------
+    device : str, Path, dict, DeviceSpec or Device
+        Catalog id or spec of this board (as :func:`~powertrain.get_device` takes it),
+        or ``"auto"`` (recognised from the device tree and the active nvpmodel file).
+    step : TrainingStep, callable or str
+        A TrainingStep, a callable ``step(batch_size)``, or a workload name (see
+        :func:`~powertrain.steps.loader.load_step`).
+    root : str or Path
+        The board's file system root (for tests and chroots).
+    sensor : str
+        The power source: ``"jtop"`` (the jetson-stats service), ``"hwmon"`` (the
+        INA3221 files), or ``"auto"``: jtop when its service answers, else hwmon.
+    sample_period_s : float
+        Seconds between power readings.
+    fan : bool
+        Run the fan at full speed while profiling (restored at the end), so the board
+        does not throttle.
+    emc : str
+        The memory clock control: ``"bpmp"``, ``"override"`` (Nano), ``"cap"``, or
+        ``"auto"``: the first one the board has.
+    gpu_devfreq : str or Path, optional
+        The GPU's devfreq folder, on the board or under ``root`` (default: found
+        automatically).
+    write, jtop_factory : callable, optional
+        Replace the sysfs writer and the jtop client (for tests).
+    clock : callable
+        The clock steps and power readings are timed with (seconds).
+    handle_signals : bool
+        Restore the board on SIGINT, SIGTERM and SIGHUP.
+    check_root : bool
+        Refuse to start unless run as root (off only for tests and chroots).
+    allow_unlisted_emc : bool
+        Write a memory clock the board does not list (one from the catalog, unchecked).
+    write_roots : sequence of str or Path, optional
+        Where writes may land (default ``root``'s ``sys``, which holds debugfs).
+
+    Raises
+    ------
+    ProfilingError
+        Not root (``check_root``), a board ``"auto"`` cannot tell, a sysfs without a knob
+        it needs, or a power sensor that cannot be read.
+    SpecError
+        An unknown device id or a malformed spec.
     """
 
     knob_columns = ("num_workers",)
