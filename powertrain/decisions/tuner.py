@@ -88,9 +88,16 @@ class Tuner(TunerLoop):
     minibatches : int
         The longest clean window per configuration (after the discarded first one);
         ``protocol="fixed"``: exactly this many.
-    start, tolerance, seed, method, protocol
-        As :func:`~powertrain.decide`'s (the start, the stop's bound, the seed, the
-        strategy, the measurement protocol).
+    start : int, optional
+        Configurations measured before the first transfer, as :func:`~powertrain.decide`'s.
+    tolerance : float
+        The stop's bound on the expected loss, as ``decide``'s.
+    seed : int
+        Seeds the draws, as ``decide``'s.
+    method : str
+        The strategy (a sampler's name), as ``decide``'s.
+    protocol : str
+        The measurement protocol (``"settled"`` or ``"fixed"``), as ``decide``'s.
     log : callable, optional
         Where decision messages go (default the ``powertrain.decisions.tuner`` logger).
     samples : DataFrame, optional
