@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 
 from .._version import __version__
 from ..errors import DataError
 from ..profiling.store import MEASURED_COLUMNS, append_csv, keys_of, meta_path, write_whole
+from .candidates import plain
 
 #: the column beside the store's: the cap a configuration was measured for
 CAP_COLUMN = "power_cap_w"
@@ -99,7 +99,7 @@ def prior_rows(
         if i is None:
             continue
         src = samples.iloc[j]
-        row = {c: _plain(candidates[c].iloc[i]) for c in candidates.columns}
+        row = {c: plain(candidates[c].iloc[i]) for c in candidates.columns}
         cap = math.nan if caps is None else float(caps.iloc[j])
         n = src.get("n_minibatches", math.nan)
         row.update(
@@ -113,9 +113,3 @@ def prior_rows(
         )
         found[i] = row
     return list(found.values())
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.integer):
-        return int(v)
-    return float(v) if isinstance(v, np.floating) else v

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...devices.device import Device
 from ...devices.presets import find_preset, nvpmodel_info, preset_key
+from ...devices.presets import preset_id as catalog_preset_id
 from ...devices.specs import DeviceSpec, device_names, load_device_spec
 from ...errors import ProfilingError
 from .nvpmodel import conf_default, conf_modes
@@ -198,7 +199,7 @@ class Recognition:
         for n, i in self.board.modes.items():
             if preset_key(n) == preset_key(name):
                 return i
-        return int(find_preset(self.spec, name)["nvpmodel_id"])
+        return catalog_preset_id(self.spec, name)
 
 
 def recognise(root: str | Path = "/", device: Any = None, **knobs: Any) -> Recognition:
