@@ -84,6 +84,7 @@ bench: setup
 	$(PY) benchmarks/frequency.py --draws 1 --json $(RESULTS)/frequency.json | tee $(RESULTS)/frequency.txt
 	$(PY) benchmarks/frequency.py --draws 3 --json $(RESULTS)/frequency_clock.json | tee $(RESULTS)/frequency_clock.txt
 	$(PY) benchmarks/real_gpu.py --json $(RESULTS)/real_gpu.json
+	$(PY) benchmarks/tuner_real_gpu.py --json $(RESULTS)/tuner_real_gpu.json
 	$(PY) benchmarks/accuracy.py --out $(RESULTS) --json $(RESULTS)/accuracy.json | tee $(RESULTS)/accuracy.txt
 	$(PY) benchmarks/accuracy.py --sizes 20 50 --no-floors --no-matrix --json $(RESULTS)/accuracy_rerun.json | tee $(RESULTS)/accuracy_rerun.txt
 	$(PY) benchmarks/accuracy.py --sizes 20 50 --no-floors --no-matrix --monotone power --json $(RESULTS)/accuracy_monotone_power.json | tee $(RESULTS)/accuracy_monotone_power.txt

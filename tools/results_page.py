@@ -69,6 +69,13 @@ ABOUT = {
     "changed, so this is no clock sweep). |difference| % between two runs of the same grid "
     "(NVML's one-second average power against its instantaneous field) and between the "
     "settled and the fixed 40-minibatch protocol, with the board seconds each spent.",
+    "tuner_real_gpu": "`pt.Tuner` inside a real training job on the lent H200 "
+    "(`benchmarks/tuner_real_gpu.py`, datasets/measured/h200/tuner-l4/, hands-off): the GPT "
+    "decoder trained while the Tuner chose CPU threads x batch size under a 500 W cap, "
+    "budget 20, the reference fitted on the card's ResNet-18 corpus. Per run: the pick, the "
+    "measured share of exploring time and energy over the cap, the training thread's wait "
+    "in the tuner's hooks beside the median step, and the pick's time per sample against "
+    "the best under the cap, both read from the card's own corpus of the job.",
     "speed": "Training and prediction speed of the package against a bare torch loop "
     "(`benchmarks/speed.py`).",
     "orin_nano_super": "Held out, every row: the Orin Nano 8GB on its Super image "
