@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from .candidates import CapPick, cost, fastest_measured, make_pick
+from .candidates import CapPick, cost, fastest_measured, make_pick, with_spec
 from .hard_cap import HardCap
 from .posterior import knob_space
 from .settings import MIN_TRANSFER, Settings
@@ -191,7 +191,8 @@ class Study:
         self.n_new += len(asked.positions)
 
     def _record(self, rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
-        rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
+        rows = with_spec(rows.reset_index(drop=True), self.inputs, self.device)
+        rows = rows.assign(round=rnd, why=why)
         check_measured(rows, self.inputs, (self.time_col, "power_w"), self.source, rnd < 0)
         for _, row in rows.iterrows():
             j = self.position.get(tuple(np.round(row[list(self.inputs)].to_numpy(float), 3)))
