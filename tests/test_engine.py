@@ -101,6 +101,21 @@ def test_the_family_reference_decides_in_decide_and_the_tuner():
     assert s.config == d.pick().config
 
 
+@pytest.mark.slow  # two decisions
+def test_a_decision_on_a_new_device_reports_a_wider_spread_than_it_measures_by(reference):
+    """Across devices the picks report the table's loss with the spread NEW_DEVICE_SPREAD
+    times wider (the loop's own standing stays as it measured), the same on every call;
+    on the reference's own device they report the loop's standing."""
+    new = TwinBackend(pt.Twin("orin-nano", "resnet18", seed=0))
+    d = pt.decide(new, reference, [6.0, 8.0], budget=8, seed=0, transfer_options=QUICK)
+    said = [p.expected_loss for p in d.picks]
+    assert sum(said) > d.study.standing.loss.sum() > 0
+    assert [p.expected_loss for p in d.study.picks()] == said
+    assert d.expected_loss == pytest.approx(np.mean(said))
+    same = pt.decide(twin(), reference, 30.0, budget=7, seed=0, transfer_options=QUICK)
+    assert same.picks[0].expected_loss == same.study.standing.loss[0]
+
+
 def test_the_per_sample_cost_picks_the_larger_batch_in_decide_and_the_tuner():
     """r in epochs: b=16 at 100 ms a minibatch needs 10 epochs, b=64 at 300 ms 11. Per
     sample b=64 is faster (11 x 300 / 64 < 10 x 100 / 16): both drivers pick it."""
