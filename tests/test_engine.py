@@ -99,6 +99,9 @@ def test_the_family_reference_decides_in_decide_and_the_tuner():
     got, want = tuner.measurements()[KEYS], d.measurements[KEYS]
     assert got.to_numpy().tolist() == want.to_numpy().tolist()
     assert s.config == d.pick().config
+    # both report the wider spread of a device the reference never saw, alike
+    assert s.decisions[0]["expected_loss"] == pytest.approx(d.expected_loss)
+    assert d.expected_loss > d.study.standing.expected_loss
 
 
 @pytest.mark.slow  # two decisions
