@@ -17,6 +17,7 @@ Nano, TX2 NX): the constants were chosen there, and the held-out figures are a c
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -189,8 +190,19 @@ def main(argv: list[str] | None = None) -> int:
             "summary": s.to_dict("records"),
             "records": rows,
         }
-        results_file.write(args.json, out)
+        save(args.json, out)
     return 0
+
+
+def save(path: str | Path, out: dict) -> None:
+    """The summary to ``path``; everything, the per-cap records too, to its detail file
+    (git-ignored): a few hundred records a run would outgrow the results folder."""
+    detail = results_file.detail_path(path)
+    detail.parent.mkdir(parents=True, exist_ok=True)
+    detail.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    small = {k: v for k, v in out.items() if k != "records"}
+    small["records"] = f"{len(out['records'])} in detail/{Path(path).name}"
+    Path(path).write_text(json.dumps(small, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":
