@@ -93,6 +93,8 @@ bench: setup
 	$(PY) $(TRAIN_REFERENCE) jetson/resnet18 --leave-out orin-nano --out $(QUICK)/loo
 	$(PY) benchmarks/cross_device.py --draws 10 --only orin-nano_ --references orin-agx/resnet18 $(QUICK)/loo/jetson/resnet18 --json $(RESULTS)/cross_device_loo.json | tee $(RESULTS)/cross_device_loo.txt
 	$(PY) benchmarks/calibration.py --json $(RESULTS)/calibration.json | tee $(RESULTS)/calibration.txt
+	$(PY) benchmarks/calibration.py --budget 25 --json $(RESULTS)/calibration_budget25.json | tee $(RESULTS)/calibration_budget25.txt
+	$(PY) benchmarks/calibration.py --draws 6 --reference jetson/resnet18 --json $(RESULTS)/calibration_family.json | tee $(RESULTS)/calibration_family.txt
 	$(PY) benchmarks/speed.py --out $(RESULTS) --json $(RESULTS)/speed.json | tee $(RESULTS)/speed.txt
 	$(PY) benchmarks/select_margin.py --json $(RESULTS)/select_margin.json | tee $(RESULTS)/select_margin.txt
 	$(PY) benchmarks/tuning_regret.py --draws 3 --caps-per-trace 2 --json $(RESULTS)/tuning_regret.json | tee $(RESULTS)/tuning_regret.txt

@@ -77,21 +77,28 @@ class CaseRun:
 
 def best_reference(device: str, workload: str, override: str | None = None) -> str:
     """The shipped reference to transfer from: the same device and workload if shipped,
-    else one on the same device (ResNet-18 first, the paper's choice), else the Orin AGX
-    ResNet-18 (the transfer then also crosses devices). Not yet the Jetson family
-    reference (``jetson/resnet18``, closer on held-out Jetsons:
-    benchmarks/results/cross_device.txt): ``pt.decide`` builds its candidates from the
-    reference's inputs and so cannot read its spec features yet."""
+    else one on the same device (ResNet-18 first, the paper's choice), else the Jetson
+    family reference where it covers the device (its knobs, and a spec with the family's
+    hardware figures), else the Orin AGX ResNet-18 (the transfer then also crosses
+    devices). Why the family: on the tuning Orin Nano, with the Orin Nano left out of it,
+    ``pt.decide``'s cap table was closer than from the Orin AGX reference (median / Q3 /
+    mean penalty 2.33 / 9.57 / 9.73 % against 2.94 / 15.62 / 12.70 %, budget 50, 4 draws;
+    docs/method-notes.md)."""
     if override:
         return override
     from .predictor.model_io import pretrained_names
+    from .predictor.spec_features import FAMILY_REFERENCE, family_covers
 
     names = pretrained_names()
     for name in (f"{device}/{workload}", f"{device}/resnet18"):
         if name in names:
             return name
     same_device = sorted(n for n in names if n.split("/")[0] == device)
-    return same_device[0] if same_device else "orin-agx/resnet18"
+    if same_device:
+        return same_device[0]
+    if FAMILY_REFERENCE in names and family_covers(device):
+        return FAMILY_REFERENCE
+    return "orin-agx/resnet18"
 
 
 def load_reference(reference: Any) -> Any:

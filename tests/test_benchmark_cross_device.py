@@ -47,3 +47,24 @@ def test_calibration_summary_compares_expected_loss_with_the_realised_penalty():
     s = cal.summary(pd.DataFrame(rows)).iloc[0]
     assert s.mean_expected_loss_pct == 2.0 and s.mean_realised_penalty_pct == 4.0 / 3
     assert s.ratio == 1.5 and s.sure_picks == 2 and s.sure_unbeaten_pct == 50.0
+
+
+def test_calibration_verdicts_name_each_target_and_call_no_sure_pick_missed():
+    import calibration as cal
+    import pandas as pd
+
+    rows = [
+        {"device": "d", "confidence": 0.5, "expected_loss_pct": 1.0, "penalty_pct": p,
+         "low_end": i == 0, "over_cap_w": -0.2}
+        for i, p in enumerate((8.0, 0.0, 1.0, 2.0))
+    ] + [{"device": "d", "confidence": 0.0, "expected_loss_pct": 1.0, "penalty_pct": None,
+          "low_end": False, "over_cap_w": None}]  # fmt: skip
+    s = cal.summary(pd.DataFrame(rows))
+    r = s.iloc[0]
+    assert r.no_pick == 1 and r.over_cap_1w == 0 and r.low_end_mean_pct == 8.0
+    assert r.median_pct == 1.5 and r.mean_pct == 2.75
+    lines = cal.verdicts(s, 50)
+    assert "MET  d: median <= 1.5 % (1.50)" in lines
+    assert any(x.startswith("MISSED  d: no cap without a pick (1)") for x in lines)
+    assert any(x.startswith("MISSED  d: picks >= 90 % sure") and "of 0" in x for x in lines)
+    assert [x for x in cal.verdicts(s, 25) if "median" in x] == ["MET  d: median <= 4.0 % (1.50)"]

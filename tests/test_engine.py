@@ -77,6 +77,48 @@ def test_decide_and_the_tuner_measure_the_same_sequence_and_pick_the_same(refere
     assert s.stop_reason == d.stop_reason and s.decisions[0]["measured"] == d.n_measured
 
 
+@pytest.mark.slow  # several transfers on each side
+def test_the_family_reference_decides_in_decide_and_the_tuner():
+    """The family reference reads the device's spec figures (gpu_cuda_cores,
+    mem_bus_bits), which no board sets: both drivers fill them from the board's device
+    spec, transfer with 5 measured modes (a row per knob, not per spec figure), measure
+    the same sequence and settle on the same pick, whose spec figures are the device's."""
+    family = pt.Predictor.from_pretrained("jetson/resnet18")
+    hw = pt.get_device("orin-nano-super").spec.hardware
+
+    def board() -> TwinBackend:
+        return Recording(pt.Twin("orin-nano-super", "resnet18", seed=0))
+
+    kw = dict(budget=7, seed=3, transfer_options=QUICK)
+    d = pt.decide(board(), family, 12.0, n_minibatches=20, **kw)
+    tuner = settle(pt.Tuner(board(), family, 12.0, minibatches=20, log=lambda s: None, **kw))
+    s = tuner.close()
+    assert d.n_measured == 7 and d.pick().measured and d.pick().power_w <= 12.0
+    assert d.pick().config["gpu_cuda_cores"] == hw["gpu_cuda_cores"]
+    assert d.measurements["mem_bus_bits"].eq(hw["mem_bus_bits"]).all()
+    got, want = tuner.measurements()[KEYS], d.measurements[KEYS]
+    assert got.to_numpy().tolist() == want.to_numpy().tolist()
+    assert s.config == d.pick().config
+    # both report the wider spread of a device the reference never saw, alike
+    assert s.decisions[0]["expected_loss"] == pytest.approx(d.expected_loss)
+    assert d.expected_loss > d.study.standing.expected_loss
+
+
+@pytest.mark.slow  # two decisions
+def test_a_decision_on_a_new_device_reports_a_wider_spread_than_it_measures_by(reference):
+    """Across devices the picks report the table's loss with the spread NEW_DEVICE_SPREAD
+    times wider (the loop's own standing stays as it measured), the same on every call;
+    on the reference's own device they report the loop's standing."""
+    new = TwinBackend(pt.Twin("orin-nano", "resnet18", seed=0))
+    d = pt.decide(new, reference, [6.0, 8.0], budget=8, seed=0, transfer_options=QUICK)
+    said = [p.expected_loss for p in d.picks]
+    assert sum(said) > d.study.standing.loss.sum() > 0
+    assert [p.expected_loss for p in d.study.picks()] == said
+    assert d.expected_loss == pytest.approx(np.mean(said))
+    same = pt.decide(twin(), reference, 30.0, budget=7, seed=0, transfer_options=QUICK)
+    assert same.picks[0].expected_loss == same.study.standing.loss[0]
+
+
 def test_the_per_sample_cost_picks_the_larger_batch_in_decide_and_the_tuner():
     """r in epochs: b=16 at 100 ms a minibatch needs 10 epochs, b=64 at 300 ms 11. Per
     sample b=64 is faster (11 x 300 / 64 < 10 x 100 / 16): both drivers pick it."""

@@ -74,6 +74,15 @@ def test_family_reference_transfers_to_a_device_it_never_saw(tmp_path):
         loaded.predict(pt.get_device("orin-nano").power_modes().head(3), batch_size=16)
 
 
+def test_a_jetson_without_its_own_reference_starts_from_the_family():
+    from powertrain.workflow import best_reference
+
+    assert best_reference("orin-nano", "resnet18") == sf.FAMILY_REFERENCE
+    assert best_reference("orin-nano-super", "mobilenetv3") == sf.FAMILY_REFERENCE
+    assert best_reference("orin-agx", "yolov8n") == "orin-agx/resnet18"  # its own device
+    assert best_reference("a40", "resnet18") == "orin-agx/resnet18"  # not in the family
+
+
 def test_the_family_covers_jetsons_whose_spec_gives_its_figures():
     assert sf.family_covers("orin-nano-super") and sf.family_covers("orin-agx")
     assert sf.FAMILY_REFERENCE in pt.predictor.pretrained_names()

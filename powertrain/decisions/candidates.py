@@ -82,10 +82,13 @@ def candidates_for(
         if batch_size is not None and "batch_size" in cands.columns:
             sizes = np.atleast_1d(batch_size).astype(int)
             cands = cands[cands["batch_size"].isin(sizes)]
-    cands = board.complete_modes(cands.reset_index(drop=True))
+    cands = with_spec(board.complete_modes(cands.reset_index(drop=True)), inputs, board.device)
     missing = [c for c in inputs if c not in cands.columns]
     if missing:
-        raise DataError(f"candidates: missing column(s) {', '.join(missing)} the model reads")
+        raise DataError(
+            f"candidates: missing column(s) {', '.join(missing)} the model reads (neither "
+            "a knob of the board nor a figure under its device spec's 'hardware')"
+        )
     if not len(cands):
         raise DataError("candidates: no configurations to choose among (the table is empty)")
     zero_ok = [c for c in inputs if c == "num_workers"]
@@ -95,6 +98,17 @@ def candidates_for(
     if set(board.config_columns) <= set(cands.columns):
         board.check_modes(cands, source="candidates")
     return cands.drop_duplicates(subset=list(inputs)).reset_index(drop=True)
+
+
+def with_spec(frame: pd.DataFrame, inputs: Sequence[str], device: Any) -> pd.DataFrame:
+    """``frame`` with the ``inputs`` it lacks that ``device``'s spec gives under
+    ``hardware`` (a family reference's spec features, ``gpu_cuda_cores``...), the same
+    in every row. Why here: the board sets knobs and measures; the spec figures are the
+    device's, never a choice, so every driver's candidates and measurements get them
+    from the one device the decision runs on."""
+    hardware = getattr(getattr(device, "spec", None), "hardware", None) or {}
+    fill = {c: float(hardware[c]) for c in inputs if c not in frame.columns and c in hardware}
+    return frame.assign(**fill) if fill else frame
 
 
 # ------------------------------------------------------------------ the cost rule --

@@ -302,8 +302,7 @@ def result(study: Study, board: Any = None) -> Decision:
     """The decision a study makes: its picks, the estimates at measured values, why it
     stopped, how sure it is and what it cost (on ``board``: its device and workload)."""
     model, _ = study.predict()
-    standing = study.standing
-    loss = standing.expected_loss if standing is not None else float("nan")
+    loss = study.reported().expected_loss if study.standing is not None else float("nan")
     stop = study.stop_reason
     assert stop is not None
     study.say(

@@ -28,6 +28,13 @@ FEATURES = 256
 NOISE = 0.2
 
 
+#: how much wider a decision *reports* the spread on a device its reference was not
+#: trained on (its picks' expected loss and confidence; the loop keeps the measured
+#: spread): a fit, not a check. The factor that made the mean expected loss of
+#: pt.decide's cap table equal its mean realised penalty on the tuning devices (Orin
+#: Nano, Nano, TX2 NX; Orin AGX reference, budget 50, 2 draws each: 1.41); measuring
+#: with it cost every tuning device's median penalty (docs/method-notes.md)
+NEW_DEVICE_SPREAD = 1.4
 #: how many out-of-sample errors the model's own spread counts as (the prior of the
 #: spread's scale): with fewer measured, the spread is mostly the model's
 PRIOR_N = 3.0

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
-from .candidates import CapPick, cost, fastest_measured, make_pick
+from .candidates import CapPick, cost, fastest_measured, make_pick, with_spec
 from .hard_cap import HardCap
 from .posterior import knob_space
 from .settings import MIN_TRANSFER, Settings
@@ -111,6 +111,7 @@ class Study:
         self._started = False
         self._asked: Ask | None = None
         self._fit: tuple[int, Any, pd.DataFrame] | None = None
+        self._report: tuple[int, Standing] | None = None
         #: with ``settings.hard_cap``: the safe set every ask keeps to
         self.hard = HardCap(self) if settings.hard_cap else None
 
@@ -191,7 +192,8 @@ class Study:
         self.n_new += len(asked.positions)
 
     def _record(self, rows: pd.DataFrame, rnd: int, why: list[str]) -> None:
-        rows = rows.reset_index(drop=True).assign(round=rnd, why=why)
+        rows = with_spec(rows.reset_index(drop=True), self.inputs, self.device)
+        rows = rows.assign(round=rnd, why=why)
         check_measured(rows, self.inputs, (self.time_col, "power_w"), self.source, rnd < 0)
         for _, row in rows.iterrows():
             j = self.position.get(tuple(np.round(row[list(self.inputs)].to_numpy(float), 3)))
@@ -262,11 +264,24 @@ class Study:
         k = cost(mu_t, mu_p, self.factor, self.settings.objective)
         return est.assign(**{tc: mu_t, "power_w": mu_p, "measured": m, "cost": k})
 
+    def reported(self) -> Standing:
+        """Where the study stands as its picks report it: the sampler's report of this
+        state where it has one (a transfer across devices reports a wider spread than
+        it measures by), else the last standing the loop went by."""
+        n = sum(len(rows) for rows in self.log)
+        if self._report is not None and self._report[0] == n:
+            return self._report[1]
+        standing = self.standing if self.standing is not None else self._measured_only()
+        if self.sampler.uses_model and not self.measured.all() and self.standing is not None:
+            standing = self.sampler.report(self, self.predict()[1]) or standing
+        self._report = (n, standing)
+        return standing
+
     def picks(self) -> list[CapPick]:
         """Per cap, the fastest configuration measured under it (or the accepted
         unmeasured one, with ``accept_unmeasured``), with how sure the study is."""
         est = self.estimates()
-        standing = self.standing if self.standing is not None else self._measured_only()
+        standing = self.reported()
         m = self.measured
         sd_p = np.where(m, 0.0, est["power_w_std"].to_numpy(float))
         out = []

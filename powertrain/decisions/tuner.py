@@ -180,7 +180,9 @@ class Tuner(TunerLoop):
         board = self.board
         assert board is not None
         cols = tuple(board.config_columns)
-        unset = [c for c in self.inputs if c not in cols]
+        spec = getattr(getattr(board, "device", None), "spec", None)
+        given = set(getattr(spec, "hardware", None) or ())  # the device's, not settings
+        unset = [c for c in self.inputs if c not in cols and c not in given]
         if unset:
             self._inert(
                 f"{type(board).__name__} cannot set {', '.join(unset)} (its settings: "

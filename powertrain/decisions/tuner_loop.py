@@ -316,7 +316,7 @@ class TunerLoop:
                 "measured": study.n_new,
                 "minibatch": self.minibatch,
                 "reason": reason,
-                "expected_loss": study.standing.expected_loss,
+                "expected_loss": study.reported().expected_loss,
             }
         )
         self.say(

@@ -132,15 +132,17 @@ def samples_table(
     inputs: Sequence[str] = CONFIG_COLUMNS,
     targets: Sequence[str] = TARGET_COLUMNS,
     catalog_knobs: bool = True,
+    free: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows and one
-    per input.
+    per input (per ``free`` input where given: a family reference's spec features are
+    one value per device, nothing a transfer to one device has to learn).
 
     With ``catalog_knobs`` a ``device`` column must name a catalog (or spec) device and
     every row must be one of its modes; without (the caller named the inputs itself) the
     column is provenance only, e.g. a GPU an NVML sweep profiled, not in the catalog."""
     df = measured_table(samples, source, inputs, targets, catalog_knobs)
-    need = max(MIN_SAMPLES, len(inputs))
+    need = max(MIN_SAMPLES, len(inputs if free is None else free))
     if len(df) < need:
         where = f"{source}: " if source else ""
         raise DataError(

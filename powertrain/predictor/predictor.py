@@ -218,6 +218,7 @@ class Predictor(BaseEstimator):
             self.inputs_,
             self.targets_,
             catalog_knobs=self.inputs is None,
+            free=spec_features.knobs_only(self.inputs_, self.info_),
         )
         if self.heads_[self.targets_[0]].input_transform == "log":
             checks.check_log_inputs(df, self.inputs_, source, _LOG_FIX)

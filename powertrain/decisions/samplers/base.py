@@ -65,6 +65,11 @@ class Sampler(ABC):
         estimates of every candidate, with ``*_std`` spreads; None when ``uses_model``
         is False)."""
 
+    def report(self, study: Study, est: pd.DataFrame) -> Standing | None:
+        """The standing the picks report once the study stopped, where it differs from
+        the last one the loop went by (None: the same)."""
+        return None
+
     @abstractmethod
     def choose(self, study: Study, standing: Standing, n: int) -> tuple[np.ndarray, list[str]]:
         """At most ``n`` unmeasured candidates (positions) to measure next, with why (one
