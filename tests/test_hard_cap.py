@@ -80,3 +80,55 @@ def test_decide_with_a_hard_cap_explores_less_over_it(reference):
         shares.append(over_cap_share(twin, d.measurements, 20.0))
         assert d.pick(20.0).power_w <= 20.0
     assert shares[0] > 0.1 and shares[1] < shares[0] / 2
+
+
+def test_every_decision_reports_its_share_over_the_cap(reference):
+    """Beside each decision: the share of its measuring time and energy whose readings
+    were over the cap (the Tuner's decision rows and summary, decide's table)."""
+    hard, _ = tuned(reference, hard_cap=True)
+    plain, _ = tuned(reference, hard_cap=False)
+    for tuner in (hard, plain):
+        rows = tuner.measurements()
+        t, e = over_cap_share_by_readings(rows, 20.0)
+        got = tuner.decisions[-1]
+        assert got["over_cap_time_share"] == pytest.approx(t)
+        assert got["over_cap_energy_share"] == pytest.approx(e)
+        assert f"{100 * t:.1f} % of the measuring time" in str(tuner.summary())
+    assert plain.decisions[-1]["over_cap_time_share"] > hard.decisions[-1]["over_cap_time_share"]
+    twin = pt.Twin("orin-agx", "bert-base", seed=0)
+    d = pt.decide(
+        twin, reference, 20.0, budget=6, batch_size=16, transfer_options=QUICK,
+        n_minibatches=5, protocol="fixed",
+    )  # fmt: skip
+    table = d.table()
+    m = d.measurements
+    over = m["power_w"] > 20.0
+    t = (m["time_ms"] * m["n_minibatches"])[over].sum() / (m["time_ms"] * m["n_minibatches"]).sum()
+    assert table["over_cap_time_share"].iloc[0] == pytest.approx(t)
+    assert 0 < table["over_cap_time_share"].iloc[0] < 1  # decide measures over the cap here
+    assert table["over_cap_energy_share"].iloc[0] > table["over_cap_time_share"].iloc[0]
+
+
+def over_cap_share_by_readings(rows: pd.DataFrame, cap: float) -> tuple[float, float]:
+    t = rows["time_ms"] * rows["n_minibatches"]
+    over = rows["power_w"] > cap
+    e = t * rows["power_w"]
+    return float(t[over].sum() / t.sum()), float(e[over].sum() / e.sum())
+
+
+def test_the_command_line_takes_a_hard_cap(tmp_path, capsys):
+    from powertrain.cli import main
+
+    argv = ["profile", "--workload", "bert-base", "--device", "orin-agx", "--quiet"]
+    out = tmp_path / "active.csv"
+    rc = main(
+        [*argv, "--strategy", "active", "--power-cap", "20", "--budget", "6", "--hard-cap",
+         "--minibatches", "5", "--out", str(out)]
+    )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "over_cap_time_share" in err
+    got = pd.read_csv(out)
+    assert len(got) == 6
+    assert main([*argv, "--hard-cap"]) == 1  # only the active strategy explores
+    assert "--hard-cap: only --strategy active uses them" in capsys.readouterr().err

@@ -34,10 +34,12 @@ import pandas as pd
 
 from ..errors import DataError
 from .candidates import power_spread
+from .posterior import LENGTH, NOISE, _rbf, spread_scale
 from .safe_set import SafeSet, preset_seeds
 
 #: how sure the model's upper bound must be, and how far from the known set it is trusted
 CONFIDENCE, REACH = 0.95, 0.25
+EXPAND, SCALE, SHRINK = False, False, False
 
 
 class HardCap:
@@ -45,7 +47,10 @@ class HardCap:
     brought up to date with its measurements on each use; :attr:`hits`: where the cap
     was hit (never asked for again)."""
 
-    def __init__(self, study: Any, confidence: float = CONFIDENCE, reach: float = REACH):
+    def __init__(self, study: Any, confidence: float | None = None, reach: float | None = None):
+        confidence = CONFIDENCE if confidence is None else confidence
+        reach = REACH if reach is None else reach
+        self.expand = EXPAND
         if len(study.caps) != 1:
             raise DataError(
                 f"hard_cap=True takes one power cap, got {len(study.caps)}: the cap "
@@ -96,7 +101,47 @@ class HardCap:
     def allowed(self, est: pd.DataFrame) -> np.ndarray:
         """Which candidates may be asked for: measured, or safe by the model's ``est``."""
         mu_p, sd_p = est["power_w"].to_numpy(float), est["power_w_std"].to_numpy(float)
-        return self.safe_set().safe(mu_p, sd_p) | self.study.measured
+        return self.safe_set().safe(mu_p, self.spread(sd_p)) | self.study.measured
+
+    def spread(self, sd_p: np.ndarray) -> np.ndarray:
+        """The power spread the bound uses: the model's, scaled by how far the study's
+        own forecasts were off, shrunk near what was measured (an error field)."""
+        st = self.study
+        sd = np.asarray(sd_p, float)
+        if SCALE:
+            sd = sd * spread_scale(st.surprise()[1])
+        if SHRINK and st.measured.any():
+            xk = st.knobs[st.measured]
+            gram = _rbf(xk, xk, LENGTH) + NOISE**2 * np.eye(len(xk))
+            k = _rbf(st.knobs, xk, LENGTH)
+            explained = np.einsum("ij,ji->i", k, np.linalg.solve(gram, k.T))
+            sd = sd * np.sqrt(np.clip(1.0 - explained, NOISE**2, 1.0))
+        return sd
+
+    def keep_safe(self, take: np.ndarray, why: list[str]) -> tuple[np.ndarray, list[str]]:
+        """The sampler's choices that are safe to measure; each one that is not is
+        replaced by the safe unmeasured configuration nearest it (an expander: measuring
+        it grows the safe set towards it), with ``expand``."""
+        st = self.study
+        ok = self.allowed(st.predict()[1])
+        free = ok & ~st.measured
+        out: list[int] = []
+        said: list[str] = []
+        for j, w in zip(take, why):
+            if ok[j]:
+                out.append(int(j))
+                said.append(w)
+                continue
+            if not self.expand:
+                continue
+            pool = np.flatnonzero(free)
+            pool = pool[~np.isin(pool, out + list(take))]
+            if not len(pool):
+                continue
+            d = ((st.knobs[pool] - st.knobs[j]) ** 2).sum(axis=1)
+            out.append(int(pool[np.argmin(d)]))
+            said.append(f"the safe configuration nearest one outside the safe set ({w})")
+        return np.asarray(out, dtype=int), said
 
     def mask(self, est: pd.DataFrame) -> pd.DataFrame:
         """``est`` with every candidate that may not be asked for far over the cap (no

@@ -137,7 +137,7 @@ class Study:
             self.stop_reason = "exhausted"
             return None
         est = self.predict()[1] if self.sampler.uses_model else None
-        if self.hard is not None and est is not None:
+        if self.hard is not None and est is not None and not self.hard.expand:
             est = self.hard.mask(est)  # outside the safe set: no chance of fitting
         standing = self.sampler.assess(self, est)
         self.standing = standing
@@ -149,8 +149,7 @@ class Study:
             n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
             if self.hard is not None and est is not None:
-                ok = self.hard.allowed(self.predict()[1])[take]
-                take, why = np.asarray(take)[ok], [w for w, k in zip(why, ok) if k]
+                take, why = self.hard.keep_safe(np.asarray(take, dtype=int), why)
             stop = None if len(take) else "exhausted"
         if stop is not None:
             self.stop_reason = stop
