@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_tuner import QUICK, Job
@@ -29,7 +30,18 @@ def over_cap_share(twin: pt.Twin, rows: pd.DataFrame, cap: float) -> float:
     return float(t[truth["power_w"].to_numpy() > cap].sum() / t.sum())
 
 
+_TUNED: dict = {}
+
+
 def tuned(reference, hard_cap: bool, cap: float = 20.0) -> tuple[pt.Tuner, float]:
+    """A finished tuner on held-out BERT-base and its true share over the cap (one run
+    per setting for the whole module: the tests only read it)."""
+    if (hard_cap, cap) not in _TUNED:
+        _TUNED[hard_cap, cap] = _tune(reference, hard_cap, cap)
+    return _TUNED[hard_cap, cap]
+
+
+def _tune(reference, hard_cap: bool, cap: float) -> tuple[pt.Tuner, float]:
     twin = pt.Twin("orin-agx", "bert-base", seed=0)  # held out: the reference's power is off
     tuner = pt.Tuner(
         twin, reference, cap, budget=10, minibatches=5, batch_size=16,
@@ -132,3 +144,24 @@ def test_the_command_line_takes_a_hard_cap(tmp_path, capsys):
     assert len(got) == 6
     assert main([*argv, "--hard-cap"]) == 1  # only the active strategy explores
     assert "--hard-cap: only --strategy active uses them" in capsys.readouterr().err
+
+
+def test_what_is_not_yet_safe_is_approached_through_its_nearest_safe_neighbour(reference):
+    """The study judges the whole table (so it does not settle inside the first safe
+    set); a choice outside the safe set becomes the safe unmeasured configuration
+    nearest it (an expander), never the unsafe one itself."""
+    hard, _ = tuned(reference, hard_cap=True)
+    study = hard.study
+    assert study is not None and study.hard is not None
+    ok = study.hard.allowed(study.predict()[1])
+    unsafe = np.flatnonzero(~ok)
+    assert len(unsafe)
+    j = int(unsafe[np.argmin(study.predict()[1]["time_ms"].to_numpy()[unsafe])])  # the fastest
+    take, why = study.hard.keep_safe(np.array([j]), ["wins"])
+    assert len(take) == 1 and take[0] != j and ok[take[0]] and not study.measured[take[0]]
+    free = np.flatnonzero(ok & ~study.measured)
+    d = ((study.knobs[free] - study.knobs[j]) ** 2).sum(axis=1)
+    assert take[0] == free[np.argmin(d)]
+    assert "not yet known safe (wins)" in why[0]
+    safe_j = int(np.flatnonzero(ok & ~study.measured)[0])
+    assert list(study.hard.keep_safe(np.array([safe_j]), ["wins"])[0]) == [safe_j]

@@ -137,9 +137,7 @@ class Study:
             self.stop_reason = "exhausted"
             return None
         est = self.predict()[1] if self.sampler.uses_model else None
-        if self.hard is not None and est is not None and not self.hard.expand:
-            est = self.hard.mask(est)  # outside the safe set: no chance of fitting
-        standing = self.sampler.assess(self, est)
+        standing = self.sampler.assess(self, est)  # hard_cap: the whole table, see keep_safe
         self.standing = standing
         self.picks_seen.append(tuple(standing.incumbent))
         spent = self.n_new + self.n_resumed
