@@ -17,7 +17,7 @@ option. What the prototype's runs taught, kept there:
   the measurements, so the next transfer learns that its neighbours draw more too. (A
   first version that did not add it hit the cap 6 times a median BERT-base run.)
 
-benchmarks/results/tuning_regret_hardcap.txt measures the engine's own (issue 39: a 99 %
+benchmarks/results/tuning_regret_hardcap.txt measures the engine's own (a 99 %
 bound and expanders; docs/method-notes.md has the variants tried).
 """
 
