@@ -34,12 +34,13 @@ SHOWN = [
     "measured_median",
 ]
 ABOUT = (
-    "tuner-safe: the tuner exploring only inside a hard cap's safe set "
-    "(benchmarks/safe_tuner.py); tuner-bg: background=True, each step also sleeping "
-    "its simulated time. The stall seconds are host time (inside the tuner's hooks) on "
-    "the machine that ran this, inflated by whatever else ran there; every other figure "
-    "is fixed by the seeds, except tuner-bg's (how many steps its decision overlaps). "
-    "Columns as in tuning_regret.txt; stall_regret: the time "
+    "tuner-safe: pt.Tuner(hard_cap=True), exploring only inside the cap's safe set "
+    "(powertrain.decisions.hard_cap: a 99 % upper bound on the transferred model's "
+    "power, expanders towards what is not yet known safe); tuner-bg: background=True, "
+    "each step also sleeping its simulated time. The stall seconds are host time (inside "
+    "the tuner's hooks) on the machine that ran this, inflated by whatever else ran "
+    "there; every other figure is fixed by the seeds, except tuner-bg's (how many steps "
+    "its decision overlaps). Columns as in tuning_regret.txt; stall_regret: the time "
     "regret with the stall added; explore_over_cap_pct: share of the exploring time in "
     "configurations whose true (noise-free) power exceeds the cap, median and largest run."
 )

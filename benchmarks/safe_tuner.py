@@ -17,8 +17,8 @@ option. What the prototype's runs taught, kept there:
   the measurements, so the next transfer learns that its neighbours draw more too. (A
   first version that did not add it hit the cap 6 times a median BERT-base run.)
 
-benchmarks/results/tuning_regret_hardcap.txt was made with the prototype on the engine
-before issue 38's rebuild; a rerun measures this one.
+benchmarks/results/tuning_regret_hardcap.txt measures the engine's own (a 99 %
+bound and expanders; docs/method-notes.md has the variants tried).
 """
 
 from __future__ import annotations

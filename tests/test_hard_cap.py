@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_tuner import QUICK, Job
@@ -29,7 +30,18 @@ def over_cap_share(twin: pt.Twin, rows: pd.DataFrame, cap: float) -> float:
     return float(t[truth["power_w"].to_numpy() > cap].sum() / t.sum())
 
 
+_TUNED: dict = {}
+
+
 def tuned(reference, hard_cap: bool, cap: float = 20.0) -> tuple[pt.Tuner, float]:
+    """A finished tuner on held-out BERT-base and its true share over the cap (one run
+    per setting for the whole module: the tests only read it)."""
+    if (hard_cap, cap) not in _TUNED:
+        _TUNED[hard_cap, cap] = _tune(reference, hard_cap, cap)
+    return _TUNED[hard_cap, cap]
+
+
+def _tune(reference, hard_cap: bool, cap: float) -> tuple[pt.Tuner, float]:
     twin = pt.Twin("orin-agx", "bert-base", seed=0)  # held out: the reference's power is off
     tuner = pt.Tuner(
         twin, reference, cap, budget=10, minibatches=5, batch_size=16,
@@ -80,3 +92,76 @@ def test_decide_with_a_hard_cap_explores_less_over_it(reference):
         shares.append(over_cap_share(twin, d.measurements, 20.0))
         assert d.pick(20.0).power_w <= 20.0
     assert shares[0] > 0.1 and shares[1] < shares[0] / 2
+
+
+def test_every_decision_reports_its_share_over_the_cap(reference):
+    """Beside each decision: the share of its measuring time and energy whose readings
+    were over the cap (the Tuner's decision rows and summary, decide's table)."""
+    hard, _ = tuned(reference, hard_cap=True)
+    plain, _ = tuned(reference, hard_cap=False)
+    for tuner in (hard, plain):
+        rows = tuner.measurements()
+        t, e = over_cap_share_by_readings(rows, 20.0)
+        got = tuner.decisions[-1]
+        assert got["over_cap_time_share"] == pytest.approx(t)
+        assert got["over_cap_energy_share"] == pytest.approx(e)
+        assert f"{100 * t:.1f} % of the measuring time" in str(tuner.summary())
+    assert plain.decisions[-1]["over_cap_time_share"] > hard.decisions[-1]["over_cap_time_share"]
+    twin = pt.Twin("orin-agx", "bert-base", seed=0)
+    d = pt.decide(
+        twin, reference, 20.0, budget=6, batch_size=16, transfer_options=QUICK,
+        n_minibatches=5, protocol="fixed",
+    )  # fmt: skip
+    table = d.table()
+    m = d.measurements
+    over = m["power_w"] > 20.0
+    t = (m["time_ms"] * m["n_minibatches"])[over].sum() / (m["time_ms"] * m["n_minibatches"]).sum()
+    assert table["over_cap_time_share"].iloc[0] == pytest.approx(t)
+    assert 0 < table["over_cap_time_share"].iloc[0] < 1  # decide measures over the cap here
+    assert table["over_cap_energy_share"].iloc[0] > table["over_cap_time_share"].iloc[0]
+
+
+def over_cap_share_by_readings(rows: pd.DataFrame, cap: float) -> tuple[float, float]:
+    t = rows["time_ms"] * rows["n_minibatches"]
+    over = rows["power_w"] > cap
+    e = t * rows["power_w"]
+    return float(t[over].sum() / t.sum()), float(e[over].sum() / e.sum())
+
+
+def test_the_command_line_takes_a_hard_cap(tmp_path, capsys):
+    from powertrain.cli import main
+
+    argv = ["profile", "--workload", "bert-base", "--device", "orin-agx", "--quiet"]
+    out = tmp_path / "active.csv"
+    rc = main(
+        [*argv, "--strategy", "active", "--power-cap", "20", "--budget", "6", "--hard-cap",
+         "--minibatches", "5", "--out", str(out)]
+    )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "over_cap_time_share" in err
+    got = pd.read_csv(out)
+    assert len(got) == 6
+    assert main([*argv, "--hard-cap"]) == 1  # only the active strategy explores
+    assert "--hard-cap: only --strategy active uses them" in capsys.readouterr().err
+
+
+def test_what_is_not_yet_safe_is_approached_through_its_nearest_safe_neighbour(reference):
+    """The study judges the whole table (so it does not settle inside the first safe
+    set); a choice outside the safe set becomes the safe unmeasured configuration
+    nearest it (an expander), never the unsafe one itself."""
+    hard, _ = tuned(reference, hard_cap=True)
+    study = hard.study
+    assert study is not None and study.hard is not None
+    ok = study.hard.allowed(study.predict()[1])
+    unsafe = np.flatnonzero(~ok)
+    assert len(unsafe)
+    j = int(unsafe[np.argmin(study.predict()[1]["time_ms"].to_numpy()[unsafe])])  # the fastest
+    take, why = study.hard.keep_safe(np.array([j]), ["wins"])
+    assert len(take) == 1 and take[0] != j and ok[take[0]] and not study.measured[take[0]]
+    free = np.flatnonzero(ok & ~study.measured)
+    d = ((study.knobs[free] - study.knobs[j]) ** 2).sum(axis=1)
+    assert take[0] == free[np.argmin(d)]
+    assert "not yet known safe (wins)" in why[0]
+    safe_j = int(np.flatnonzero(ok & ~study.measured)[0])
+    assert list(study.hard.keep_safe(np.array([safe_j]), ["wins"])[0]) == [safe_j]

@@ -138,6 +138,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="active: configurations to measure at most (default 50)",
     )
     st.add_argument(
+        "--hard-cap",
+        action="store_true",
+        default=None,
+        help="active, one cap: measure only configurations known, or predicted with high "
+        "confidence, to stay under it, and leave one at once where the cap is hit "
+        "(powertrain.decisions.hard_cap); the table reports the share of measuring "
+        "time and energy over the cap",
+    )
+    st.add_argument(
         "--reference",
         default=None,
         help="active: the model to transfer, a model folder or a shipped name "
@@ -472,7 +481,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _check_strategy_options(args: argparse.Namespace) -> None:
-    """--power-cap, --budget and --reference belong to --strategy active."""
+    """--power-cap, --budget, --reference and --hard-cap belong to --strategy active."""
     if args.strategy == "active":
         if args.power_cap is None:
             raise DataError("--strategy active needs --power-cap W (e.g. 30, 20,30 or 17-50)")
@@ -485,6 +494,7 @@ def _check_strategy_options(args: argparse.Namespace) -> None:
             ("--power-cap", args.power_cap),
             ("--budget", args.budget),
             ("--reference", args.reference),
+            ("--hard-cap", args.hard_cap),
         )
         if value is not None
     ]
@@ -525,6 +535,7 @@ def _active(backend, args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=say,
         out=args.out,
+        hard_cap=bool(args.hard_cap),
         **given(args, n_minibatches="minibatches", budget="budget"),
     )
     table = result.table()

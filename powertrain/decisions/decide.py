@@ -49,6 +49,7 @@ from ..backends import Backend
 from ..errors import DataError, NoFeasibleModeError
 from ..profiling.sweep import profile
 from .candidates import CapPick, candidate_configurations, candidates_for, cost_factor
+from .safe_set import over_cap_columns
 from .samplers import make_sampler
 from .samplers.contest import contest  # noqa: F401  (importable from here, as before)
 from .settings import (
@@ -151,9 +152,10 @@ class Decision:
         raise DataError(f"no decision for a {power_cap_w:g} W cap in this result")
 
     def table(self) -> pd.DataFrame:
-        """One row per cap: the pick's configuration, time, power, measured, confidence
-        (and the device and workload decided on, where known)."""
+        """One row per cap: the pick, measured, confidence, this call's share of measuring
+        time and energy over the cap (readings), and the device and workload, where known."""
         made = {k: v for k, v in (("device", self.device), ("workload", self.workload)) if v}
+        new = self.measurements[self.measurements["round"] >= 0] if self.n_measured else None
         rows = []
         for p in self.picks:
             rows.append(
@@ -168,6 +170,7 @@ class Decision:
                     "confidence": p.confidence,
                     "expected_loss": p.expected_loss,
                     "reason": p.reason,
+                    **over_cap_columns(new, p.power_cap_w),
                 }
             )
         return pd.DataFrame(rows)

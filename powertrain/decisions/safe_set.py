@@ -177,13 +177,23 @@ def preset_seeds(
 
 def over_cap_share(rows: pd.DataFrame, power_cap_w: float) -> tuple[float, float]:
     """The measured share of exploring time and of energy spent over the cap, from
-    measured rows (``time_ms``, ``power_w``, ``n_minibatches``); nan without rows."""
+    measured rows (their timed minibatches: ``time_ms`` x ``n_minibatches``; without
+    ``time_ms``, their board seconds ``profile_s``) and ``power_w``; nan without rows."""
     if not len(rows):
         return math.nan, math.nan
-    n = np.ones(len(rows))
-    if "n_minibatches" in rows:
-        n = pd.to_numeric(rows["n_minibatches"], errors="coerce").fillna(1).to_numpy(float)
-    t = rows["time_ms"].to_numpy(float) * n
+    if "time_ms" in rows:
+        n = np.ones(len(rows))
+        if "n_minibatches" in rows:
+            n = pd.to_numeric(rows["n_minibatches"], errors="coerce").fillna(1).to_numpy(float)
+        t = rows["time_ms"].to_numpy(float) * n
+    else:
+        t = rows["profile_s"].to_numpy(float)
     e = t * rows["power_w"].to_numpy(float)
     over = rows["power_w"].to_numpy(float) > power_cap_w
     return float(t[over].sum() / t.sum()), float(e[over].sum() / e.sum())
+
+
+def over_cap_columns(rows: pd.DataFrame | None, power_cap_w: float) -> dict[str, float]:
+    """:func:`over_cap_share` as a decision's two columns (nan: nothing measured)."""
+    t, e = over_cap_share(rows, power_cap_w) if rows is not None else (math.nan, math.nan)
+    return {"over_cap_time_share": t, "over_cap_energy_share": e}

@@ -138,9 +138,7 @@ class Study:
             self.stop_reason = "exhausted"
             return None
         est = self.predict()[1] if self.sampler.uses_model else None
-        if self.hard is not None and est is not None:
-            est = self.hard.mask(est)  # outside the safe set: no chance of fitting
-        standing = self.sampler.assess(self, est)
+        standing = self.sampler.assess(self, est)  # hard_cap: the whole table, see keep_safe
         self.standing = standing
         self.picks_seen.append(tuple(standing.incumbent))
         spent = self.n_new + self.n_resumed
@@ -150,8 +148,7 @@ class Study:
             n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
             if self.hard is not None and est is not None:
-                ok = self.hard.allowed(self.predict()[1])[take]
-                take, why = np.asarray(take)[ok], [w for w, k in zip(why, ok) if k]
+                take, why = self.hard.keep_safe(np.asarray(take, dtype=int), why)
             stop = None if len(take) else "exhausted"
         if stop is not None:
             self.stop_reason = stop

@@ -110,9 +110,11 @@ class Tuner(TunerLoop):
         current configuration, so the training thread does not wait for it.
     hard_cap : bool
         Explore only inside the cap's safe set (:mod:`~powertrain.decisions.hard_cap`):
-        known-safe start, the model's upper bound near the known set, a step back at
-        once when the cap is hit. Off by default: on the twin its time regret was 2-6
-        points worse than the plain Tuner's (tuning_regret_hardcap).
+        known-safe start, the model's 99 % upper bound near the known set, expanders
+        towards what is not yet known safe, a step back when the cap is hit. Off by
+        default: on the twin its regret is far above the plain Tuner's
+        (tuning_regret_hardcap). Either way each decision row and the summary carry
+        the share of measuring time and energy over the cap, by the readings.
     """
 
     def __init__(

@@ -28,6 +28,7 @@ from ..backends import Backend
 from ..errors import PowerTrainError
 from ..profiling.window import Window
 from .candidates import plain
+from .safe_set import over_cap_share
 from .samplers import make_sampler
 from .settings import SETTLE_TOL, Settings
 from .study import Ask, Study
@@ -66,12 +67,16 @@ class TunerSummary:
                 f"configurations measured in {self.minibatches_to_pick} training minibatches"
             )
         shown = " ".join(f"{k}={v:g}" for k, v in self.config.items())
+        last = self.decisions[-1] if self.decisions else {}
+        over = _share(
+            last.get("over_cap_time_share", np.nan), last.get("over_cap_energy_share", np.nan)
+        )
         return (
             f"powertrain tuner: pick {shown} under {self.power_cap_w:g} W: "
             f"{self.time_ms:.4g} ms/minibatch, {self.power_w:.1f} W; "
             f"{self.n_measured} configurations measured in {self.minibatches_to_pick} "
             f"training minibatches, {self.explore_min:.2f} board min exploring "
-            f"({self.stop_reason})"
+            f"({self.stop_reason}); {over}"
         )
 
 
@@ -307,6 +312,10 @@ class TunerLoop:
         if self._first_pick_at is None:
             self._first_pick_at = self.minibatch
         row = next(r for r in reversed(self._rows) if int(r["index"]) == inc)
+        here = rows[np.isclose(rows["cap"].astype(float), self._cap)]
+        if "given" in here:
+            here = here[here["given"] != True]  # noqa: E712 - NaN for this run's rows
+        over_t, over_e = over_cap_share(here, self._cap)
         self._decisions.append(
             {
                 "power_cap_w": self._cap,
@@ -317,13 +326,15 @@ class TunerLoop:
                 "minibatch": self.minibatch,
                 "reason": reason,
                 "expected_loss": study.reported().expected_loss,
+                "over_cap_time_share": over_t,
+                "over_cap_energy_share": over_e,
             }
         )
         self.say(
             f"decided under {self._cap:g} W: {_shown(row, self.inputs)} "
             f"({row[self.time_column]:.4g} {self.time_column.split('_')[-1]}, "
             f"{row['power_w']:.1f} W) after {len(self._rows)} configurations, "
-            f"{self.minibatch} minibatches ({reason})"
+            f"{self.minibatch} minibatches ({reason}); {_share(over_t, over_e)}"
         )
         if inc != self._current:
             self._apply = inc
@@ -345,6 +356,16 @@ def _sync() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def _share(time_share: float, energy_share: float) -> str:
+    """'0.0 % of the measuring time (0.0 % of its energy) over the cap', by the readings."""
+    if not np.isfinite(time_share):
+        return "nothing measured for this cap"
+    return (
+        f"{100 * time_share:.1f} % of the measuring time ({100 * energy_share:.1f} % of its "
+        "energy) over the cap, by the board's readings"
+    )
 
 
 def _shown(row: Mapping, keys: Sequence[str]) -> str:
