@@ -54,12 +54,14 @@ def test_the_stored_tuner_runs_are_judged_by_the_cards_own_corpus(tmp_path):
     result = json.loads(out.read_text())
     best = result["judge_best"]
     assert best["power_w"] <= tuner_real_gpu.CAP_W
-    runs = {r["run"]: r for r in result["runs"]}
-    assert set(runs) == {"s0-plain-bg", "s0-safe-bg", "s1-plain-bg", "s1-safe-bg", "s0-plain-fg"}
+    names = {"s0-plain-bg", "s0-safe-bg", "s1-plain-bg", "s1-safe-bg", "s0-plain-fg"}
+    runs = {(r["session"], r["run"]): r for r in result["runs"]}
+    assert set(runs) == {(s, n) for s in tuner_real_gpu.SESSIONS for n in names}
     for r in runs.values():
         if r["pick_w_corpus"] <= tuner_real_gpu.CAP_W:  # nothing under it beats the best
             assert r["penalty_pct"] >= 0
         assert 0 <= r["over_cap_time_pct"] <= r["over_cap_energy_pct"] <= 100
         assert r["hard_cap"] == ("safe" in r["run"]) and r["background"] == r["run"].endswith("bg")
     text = out.with_suffix(".txt").read_text()
-    assert "tuner-l4" in text and f"t{best['threads']} b{best['batch_size']}" in text
+    assert all(s in text for s in tuner_real_gpu.SESSIONS)
+    assert f"t{best['threads']} b{best['batch_size']}" in text
