@@ -283,3 +283,147 @@ def test_close_restores_once_and_stops_the_sampler(tmp_path):
     board.writes.clear()
     b.close()
     assert board.writes == []
+
+
+# -------------------------------------------- the callbacks under torch.distributed --
+class _FakeDist:
+    """torch.distributed as Agreement sees it: this process's rank, every rank's board
+    identity, and rank 0's broadcast buffer."""
+
+    def __init__(self, rank: int, ids: list[str], sent=None):
+        self.rank, self.ids, self.sent = rank, ids, sent
+
+    def get_rank(self):
+        return self.rank
+
+    def get_world_size(self):
+        return len(self.ids)
+
+    def all_gather_object(self, out, mine):
+        out[:] = self.ids
+
+    def get_backend(self):
+        return "gloo"
+
+    def broadcast(self, buf, src):
+        assert src == 0
+        if self.rank > 0:
+            buf.copy_(self.sent)
+        self.sent = buf.clone()
+
+
+class _Board:
+    """A board that records its configurations, errors and closes."""
+
+    config_columns = ("power_limit_w",)
+
+    def __init__(self):
+        self.configured, self.errored, self.closed = [], 0, 0
+
+    def configure(self, config):
+        self.configured.append(dict(config))
+
+    def on_error(self):
+        self.errored += 1
+
+    def close(self):
+        self.closed += 1
+
+
+def _agreement(monkeypatch, rank, ids, sent=None):
+    import torch  # noqa: F401 (Agreement's buffer)
+
+    from powertrain.integrations import distributed
+
+    fake = _FakeDist(rank, ids, sent)
+    monkeypatch.setattr(distributed, "_dist", lambda: fake)
+    monkeypatch.setattr(distributed, "as_backend", lambda board: board)
+    board = _Board()
+    return distributed.Agreement(board), board, fake
+
+
+def test_a_rank_that_owns_its_board_runs_rank_zeros_configuration_and_restores_it(
+    monkeypatch,
+):
+    """Agreement.share_*, Agreement.restore_*, Agreement.__init___*: the configuration
+    broadcast is applied once on a rank that owns its board, and that board is put back
+    (on_error first after a failure) once."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:gpu0", "h:gpu1"], sent)
+    assert a.owns_board and a.columns == ("power_limit_w",)
+    assert a.share(None) == {"power_limit_w": 150.0}
+    assert a.share(None) == {"power_limit_w": 150.0}
+    assert board.configured == [{"power_limit_w": 150.0}]  # set once, not every step
+    a.restore(error=True)
+    assert (board.errored, board.closed) == (1, 1)
+    a.restore(error=True)  # a second restore finds nothing changed
+    assert (board.errored, board.closed) == (1, 1)
+
+
+def test_a_rank_that_shares_rank_zeros_board_never_sets_or_restores_it(monkeypatch):
+    """Agreement.__init___* (owns_board): a board a lower rank shares is left to it."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:jetson", "h:jetson"], sent)
+    assert not a.owns_board
+    assert a.share(None) == {"power_limit_w": 150.0}
+    a.restore(error=True)
+    assert board.configured == [] and (board.errored, board.closed) == (0, 0)
+
+
+def test_rank_zero_broadcasts_its_configuration_and_restores_after_a_clean_end(monkeypatch):
+    """Agreement.share_* on rank 0 (the flag and the values sent; no configuration: the
+    flag 0) and restore(error=False) without on_error."""
+    a, board, fake = _agreement(monkeypatch, 0, ["h:gpu0", "h:gpu1"])
+    assert not a.owns_board  # rank 0's Tuner sets its own board
+    assert a.share(None) is None
+    assert fake.sent.tolist() == [0.0, 0.0]
+    assert a.share({"power_limit_w": 125}) == {"power_limit_w": 125.0}
+    assert fake.sent.tolist() == [1.0, 125.0]
+    assert board.configured == []
+    a.changed = True  # as after a rank that owns its board applied one
+    a.restore(error=False)
+    assert (board.errored, board.closed) == (0, 1)
+
+
+def test_a_group_of_one_process_is_no_distributed_job(monkeypatch):
+    """_dist_*, world_*: a group counts from two processes; (rank, size) read from it."""
+    import torch
+
+    from powertrain.integrations import distributed
+
+    assert distributed.world() == (0, 1)  # no group
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 1)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 0)
+    assert distributed._dist() is None and distributed.world() == (0, 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 1)
+    assert distributed._dist() is torch.distributed
+    assert distributed.world() == (1, 2)
+
+
+def test_boards_are_told_apart_by_gpu_per_host_and_simulated_per_process():
+    """board_identity_*: two GPUs of one host are two boards, a Jetson one per host, a
+    simulated board one per process."""
+    import os
+    import socket
+
+    from powertrain.backends import StepBackend
+    from powertrain.integrations.distributed import board_identity
+
+    class Gpu(StepBackend):
+        def __init__(self, index):
+            self.gpu_index = index
+
+        def configure(self, config):  # the abstract method; never called here
+            raise AssertionError
+
+    host = socket.gethostname()
+    assert board_identity(Gpu(1)) == f"{host}:Gpu:1"
+    assert board_identity(Gpu(None)) == f"{host}:Gpu"
+    twin = _Board()
+    assert board_identity(twin) == f"{host}:{os.getpid()}:{id(twin)}"  # type: ignore[arg-type]
