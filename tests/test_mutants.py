@@ -427,3 +427,81 @@ def test_boards_are_told_apart_by_gpu_per_host_and_simulated_per_process():
     assert board_identity(Gpu(None)) == f"{host}:Gpu"
     twin = _Board()
     assert board_identity(twin) == f"{host}:{os.getpid()}:{id(twin)}"  # type: ignore[arg-type]
+
+
+def test_an_agreement_restores_even_when_the_boards_on_error_fails(monkeypatch):
+    """Agreement.restore_4 (the error of on_error not suppressed): close still runs."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:gpu0", "h:gpu1"], sent)
+    a.share(None)
+
+    def fails():
+        raise RuntimeError("the driver is gone")
+
+    board.on_error = fails
+    a.restore(error=True)
+    assert board.closed == 1
+
+
+def test_a_configuration_with_a_first_knob_at_zero_or_missing_is_still_sent(monkeypatch):
+    """Agreement.share_29 (the flag read from the first value: a first knob at 0, e.g.
+    num_workers, would be taken for "no configuration"), _18, _20 (a knob rank 0's
+    configuration lacks is sent as nan, not an error)."""
+    import math
+
+    monkeypatch.setattr(_Board, "config_columns", ("num_workers", "power_limit_w"))
+    a, _, fake = _agreement(monkeypatch, 0, ["h:gpu0", "h:gpu1"])
+    assert a.share({"num_workers": 0, "power_limit_w": 150}) == {
+        "num_workers": 0.0,
+        "power_limit_w": 150.0,
+    }
+    got = a.share({"num_workers": 2})
+    assert got is not None and got["num_workers"] == 2.0 and math.isnan(got["power_limit_w"])
+
+
+# ------------------------------------------------------------------------ the Tuner --
+def test_a_board_that_refuses_the_first_configuration_is_put_back_and_left_alone(monkeypatch):
+    """Tuner._release_1-3: the first configuration refused, the tuner goes inert after
+    putting the board back (on_error, then close even when on_error fails: it used to
+    skip close) and removing its signal handlers and exit hook."""
+    import signal
+    import types
+
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    from powertrain.errors import PowerTrainError
+
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    calls: list[str] = []
+
+    def refuse(config):
+        raise PowerTrainError("the driver refused the limit")
+
+    board.configure = refuse  # type: ignore[method-assign]
+
+    def on_error():
+        calls.append("on_error")
+        raise RuntimeError("a restore that failed half way")
+
+    board.on_error = on_error  # type: ignore[method-assign]
+    board.close = lambda: calls.append("close")  # type: ignore[method-assign]
+    from powertrain.decisions import tuner as tuner_module
+
+    hooks: list = []
+    fake_atexit = types.SimpleNamespace(
+        register=hooks.append, unregister=lambda f: hooks.remove(f) if f in hooks else None
+    )
+    monkeypatch.setattr(tuner_module, "atexit", fake_atexit)
+    before = signal.getsignal(signal.SIGTERM)
+    tuner = pt.Tuner(board, gpu_reference(), 30.0, batch_size=16, minibatches=5,
+                     log=lambda s: None)  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="refused a configuration"):
+        with tuner.step():
+            pass
+    assert tuner.phase == "inert" and calls == ["on_error", "close"]
+    assert signal.getsignal(signal.SIGTERM) is before and hooks == []
+    tuner.close()
+    assert calls == ["on_error", "close"]  # an inert tuner touches the board no more
