@@ -505,3 +505,76 @@ def test_a_board_that_refuses_the_first_configuration_is_put_back_and_left_alone
     assert signal.getsignal(signal.SIGTERM) is before and hooks == []
     tuner.close()
     assert calls == ["on_error", "close"]  # an inert tuner touches the board no more
+
+
+# ------------------------------------------------------------------------ the Study --
+class _NoTransfer:
+    """A reference the study must not transfer (the sampler uses no model)."""
+
+    inputs_ = ("power_limit_w", "batch_size")
+    targets_ = ("time_ms", "power_w")
+
+    def transfer(self, *a, **kw):
+        raise AssertionError("a sampler that uses no model got a transfer")
+
+
+class _Judged:
+    """A sampler without a model whose assessment is given, recording what it saw."""
+
+    stop_rule, uses_model = "settled", False
+
+    def __init__(self, standing):
+        self.standing, self.seen = standing, []
+
+    def start(self, study, free, need):
+        return np.zeros(0, dtype=int), "start"
+
+    def assess(self, study, est):
+        self.seen.append((study.caps.tolist(), np.asarray(study.weights).tolist(),
+                          study.rng.random()))  # fmt: skip
+        return self.standing
+
+
+def _study(standing=None, objective="time", measured=3):
+    from powertrain.decisions.settings import Settings
+    from powertrain.decisions.study import Study
+
+    cands = pd.DataFrame({"power_limit_w": [300.0, 200.0, 100.0], "batch_size": [16] * 3})
+    rows = cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    settings = Settings(budget=10, objective=objective, seed=7).checked(measured)
+    sampler = _Judged(standing)
+    study = Study(cands, _NoTransfer(), np.array([20.0, 30.0]), settings, sampler)
+    study.tell(rows.head(measured))
+    return study, sampler
+
+
+def test_a_cap_is_settled_by_the_studys_rule_at_that_cap_alone():
+    """Study.settled_at_18-20 (nothing measured fits: never settled; the fastest at
+    position 0 is a pick), _26, _28 (the cap alone, weight 1, the study's seed), _31 (no
+    transfer for a sampler without a model), _40 (the tolerance given wins), _3 (energy)."""
+    from powertrain.decisions.terminator import Standing
+
+    unsure = Standing(np.array([0]), np.array([0.5]), np.array([0.01]), 0.01)
+    study, sampler = _study(unsure, measured=1)  # only 300 W (45 W) measured
+    assert not study.settled_at(50.0)  # 0.01 > the study's tolerance 0.005
+    assert study.settled_at(50.0, tolerance=0.02)
+    caps, weights, draw = sampler.seen[-1]
+    assert caps == [50.0] and weights == [1.0]
+    assert draw == np.random.default_rng(7).random()
+    assert study.caps.tolist() == [20.0, 30.0] and len(study.weights) == 2  # put back
+    assert not study.settled_at(44.9, tolerance=0.02)  # nothing measured fits
+    assert len(sampler.seen) == 2  # not even assessed
+    energy, _ = _study(unsure, objective="energy", measured=1)
+    assert energy.settled_at(45.0, tolerance=0.02)  # at the cap: fits
+
+
+def test_a_study_that_measured_everything_stops_with_nothing_left_to_lose():
+    """Study._measured_only_23, _28, _33: every candidate measured, the standing's loss is
+    0 under every cap (not unassessed), and each cap's pick is the fastest that fits."""
+    study, _ = _study(measured=3)
+    assert study.ask() is None and study.stop_reason == "exhausted"
+    assert study.standing is not None and study.standing.expected_loss == 0.0
+    picks = study.picks()
+    assert [p.expected_loss for p in picks] == [0.0, 0.0]
+    assert [p.config["power_limit_w"] for p in picks] == [100.0, 200.0]
+    assert all(p.measured for p in picks)
