@@ -578,3 +578,34 @@ def test_a_study_that_measured_everything_stops_with_nothing_left_to_lose():
     assert [p.expected_loss for p in picks] == [0.0, 0.0]
     assert [p.config["power_limit_w"] for p in picks] == [100.0, 200.0]
     assert all(p.measured for p in picks)
+
+
+# ------------------------------------------------------------ the stop rule, safe set --
+def test_the_stable_rule_judges_a_new_cap_as_having_stood():
+    """Terminator.settled_1, _4, _7 (the picks not taken as having stood patience rounds)
+    and is_stable_10, _11 (the last assessment's picks, not another's, must be measured)."""
+    from dataclasses import replace
+
+    from powertrain.decisions.terminator import Standing, Terminator, is_stable
+
+    rule = Terminator("stable", tolerance=0.005, patience=4, budget=10)
+    sure = Standing(np.array([2]), np.array([0.5]), improvement=np.array([0.001]))
+    assert rule.settled(sure)
+    assert not rule.settled(replace(sure, improvement=np.array([0.01])))
+    assert not rule.settled(replace(sure, incumbent=np.array([-1])))
+    assert is_stable([(-1,), (0,)], np.array([0.0]), 0, 0.005)
+    assert not is_stable([(0,), (-1,)], np.array([0.0]), 0, 0.005)
+    assert not is_stable([(-1,), (0,), (-1,), (-1,)], np.array([0.0]), 1, 0.005)
+
+
+def test_the_step_back_reads_the_last_three_readings_against_the_cap():
+    """SafeSet.step_back_1 (a window of 4), _10 (a mean exactly at the cap is a hit)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+    s = SafeSet(cands, 30.0)
+    assert not s.step_back(0, [30.0, 30.0, 30.0])  # at the cap: not over it
+    assert not s.step_back(0, [50.0, 50.0])  # too few readings yet
+    assert s.unsafe.tolist() == [False, False] and s.hits == []
+    assert s.step_back(1, [0.0, 40.0, 40.0, 40.0])  # the last three: 40 W
+    assert s.unsafe.tolist() == [False, True] and s.hits == [1]
