@@ -609,3 +609,111 @@ def test_the_step_back_reads_the_last_three_readings_against_the_cap():
     assert s.unsafe.tolist() == [False, False] and s.hits == []
     assert s.step_back(1, [0.0, 40.0, 40.0, 40.0])  # the last three: 40 W
     assert s.unsafe.tolist() == [False, True] and s.hits == [1]
+
+
+# ------------------------------------------------------------------ following a cap --
+def _following(controller, caps, minibatches=6):
+    from powertrain.backends import TwinBackend
+
+    board = TwinBackend(pt.Twin("orin-agx", "mobilenetv3", seed=0))
+    applied, told = [], []
+    original = board.configure
+    board.configure = lambda c: (applied.append(dict(c)), original(c))[1]
+    out = pt.follow(board, controller, lambda t, n: caps[min(n, len(caps) - 1)],
+                    minibatches=minibatches,
+                    on_switch=lambda t, cap, config: told.append((cap, config)))  # fmt: skip
+    return out, applied, told
+
+
+def _grid_config(i: int) -> dict:
+    grid = pt.Twin("orin-agx", "mobilenetv3", seed=0).device.profiling_grid()
+    return {**grid.iloc[i][["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]].to_dict(), "batch_size": 16}
+
+
+@pytest.mark.parametrize("counts", [True, False], ids=["counting", "plain"])
+def test_an_unchanged_pick_under_a_new_cap_is_not_applied_again(counts):
+    """_switch_1-10, _17, _19-27 (the controller's count read wrong, or the pick always
+    applied again: a new segment and a board write per cap change), _29, _32, _33 (the
+    last segment's end), _50 (on_switch told no configuration)."""
+    from powertrain.decisions.candidates import CapPick
+
+    a, b = _grid_config(0), _grid_config(1)
+
+    class Fixed:
+        def config_for(self, cap):
+            return CapPick(cap, a if cap >= 30 else b, True, None, None, None, 1.0, "")
+
+    controller = Fixed()
+    if counts:
+        controller.n_measured = 5  # type: ignore[attr-defined]  # measured before following
+    out, applied, told = _following(controller, [40.0, 40.0, 30.0, 30.0, 20.0])
+    assert applied == [a, b] and told == [(40.0, a), (20.0, b)]
+    seg = out.segments
+    assert seg.power_cap_w.tolist() == [40.0, 20.0] and seg.minibatches.tolist() == [4, 2]
+    assert seg.end_s.iloc[0] == seg.start_s.iloc[1] > 0
+    assert seg.end_s.iloc[1] == out.total_s
+
+
+def test_a_cap_nothing_fits_names_the_time_the_cap_and_the_reason():
+    """_switch_14 (the error without its message)."""
+    from powertrain.decisions.candidates import CapPick
+    from powertrain.errors import NoFeasibleModeError
+
+    class Nothing:
+        def config_for(self, cap):
+            return CapPick(cap, None, False, None, None, None, 0.0, "all draw more")
+
+    with pytest.raises(NoFeasibleModeError, match="at 0 s the cap is 10 W: all draw more"):
+        _following(Nothing(), [10.0])
+
+
+# ------------------------------------------------------------------ a saved profile --
+def test_a_saved_profile_names_its_board_and_keeps_its_columns_in_order(tmp_path):
+    """save_rows_4-56 (the provenance sidecar: written once, with device, workload, key
+    columns, source, version and time; the columns in the store's order; the folder made
+    with its parents) and load_profile_10, _11 (the device not checked)."""
+    import json
+    import time
+
+    from powertrain.decisions.saved_profile import load_profile, profile_columns, save_rows
+
+    path = tmp_path / "new" / "deeper" / "profile.csv"
+    cols = ("power_limit_w", "batch_size")
+    rows = pd.DataFrame({"power_w": [20.0], "time_ms": [300.0], "batch_size": [16],
+                         "power_limit_w": [100.0], "cap": [30.0], "index": [0]})  # fmt: skip
+    save_rows(path, rows, cols, "a100", "bert")
+    save_rows(path, rows.assign(power_w=21.0), cols, "a100", "ignored")  # the sidecar stays
+    meta = path.with_name("profile.meta.json")
+    text = meta.read_text()
+    info = json.loads(text)
+    assert text.endswith("}\n") and text.startswith('{\n "device": "a100"')
+    assert (info["device"], info["workload"], info["key_columns"]) == ("a100", "bert", list(cols))
+    assert info["source"].startswith("powertrain.Tuner (measured with the job")
+    assert info["powertrain"] == pt.__version__
+    time.strptime(info["created"], "%Y-%m-%dT%H:%M:%S%z")
+    back = pd.read_csv(path)
+    assert list(back.columns) == profile_columns(cols)
+    assert back.power_w.tolist() == [20.0, 21.0] and back.power_cap_w.tolist() == [30.0, 30.0]
+    with pytest.raises(DataError, match=r"saved for device a100, not 'v100'; give another "
+                       r"profile= file \(or workload=\)"):  # fmt: skip
+        load_profile(path, "v100", "bert")
+    with pytest.raises(DataError, match="saved for workload bert, ignored, not 'bert'"):
+        load_profile(path, "a100", "bert")  # the second save named another workload
+
+
+def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
+    """load_profile_6 (an empty file), _18, _20 (no device or workload column), _9 (the
+    message of an unreadable file)."""
+    from powertrain.decisions.saved_profile import load_profile
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert load_profile(empty, "a100", "bert").empty
+    assert load_profile(tmp_path / "none.csv", "a100", "bert").empty
+    bare = tmp_path / "bare.csv"
+    bare.write_text("power_limit_w,batch_size,time_ms,power_w\n100,16,300,20\n")
+    assert len(load_profile(bare, "a100", "bert")) == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n\xff\xfe,1\n")
+    with pytest.raises(DataError, match="bad.csv: not a readable CSV"):
+        load_profile(bad, "a100", "bert")
