@@ -717,3 +717,106 @@ def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
     bad.write_bytes(b"a,b\n\xff\xfe,1\n")
     with pytest.raises(DataError, match="bad.csv: not a readable CSV"):
         load_profile(bad, "a100", "bert")
+
+
+# ------------------------------------------------------------ the Tuner's restore --
+def _counted_tuner(rows=None, fail_on_error=False):
+    """A Tuner on a replayed GPU whose on_error and close are counted."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    board = gpu_board(rows or [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    calls: list[str] = []
+
+    def on_error():
+        calls.append("on_error")
+        if fail_on_error:
+            raise RuntimeError("a restore that failed half way")
+
+    board.on_error = on_error  # type: ignore[method-assign]
+    board.close = lambda: calls.append("close")  # type: ignore[method-assign]
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, handle_signals=False, log=lambda s: None)  # fmt: skip
+    return tuner, calls
+
+
+_REFERENCE: list = []
+
+
+def _gpu_reference(make):
+    if not _REFERENCE:  # one small fit for every test here
+        _REFERENCE.append(make())
+    return _REFERENCE[0]
+
+
+def test_aborting_a_tuner_that_never_ran_or_has_closed_touches_nothing():
+    """Tuner.abort_2-4, _7, _8 (an idle or closed tuner aborted calls on_error on a board
+    it never changed or already put back)."""
+    tuner, calls = _counted_tuner()
+    tuner.abort()  # idle: the board is not ours yet
+    assert calls == [] and tuner.summary().stop_reason == "not started"
+    tuner, calls = _counted_tuner()
+    with tuner.step():
+        pass
+    tuner.close()
+    assert calls == ["close"]
+    tuner.abort()  # closed: put back already
+    assert calls == ["close"]
+
+
+def test_aborting_a_running_tuner_restores_even_when_on_error_fails():
+    """Tuner.abort_11 (an on_error that fails skips close and raises), __exit___1 (with:
+    an error aborts, a clean end closes)."""
+    tuner, calls = _counted_tuner(fail_on_error=True)
+    with pytest.raises(ZeroDivisionError):
+        with tuner:
+            with tuner.step():
+                raise ZeroDivisionError
+    assert calls == ["on_error", "close"] and tuner.phase == "closed"
+    assert tuner.summary().stop_reason == "interrupted"
+    tuner, calls = _counted_tuner()
+    with tuner:
+        with tuner.step():
+            pass
+    assert calls == ["close"] and tuner.summary().stop_reason != "interrupted"
+
+
+def test_a_settled_tuner_aborted_keeps_its_pick_and_reason():
+    """Tuner.abort_12 (a tuner with a pick aborted is called interrupted)."""
+    from test_engine import settle
+
+    tuner, calls = _counted_tuner()
+    settle(tuner)
+    assert tuner.settled
+    reason = tuner.summary().stop_reason
+    tuner.abort()
+    assert calls == ["on_error", "close"]
+    s = tuner.summary()
+    assert s.stop_reason == reason != "interrupted" and s.config["power_limit_w"] == 200.0
+
+
+def test_an_inert_tuner_aborted_does_not_restore_twice():
+    """Tuner.abort_9, _10 (a tuner gone inert after a refused first configuration,
+    already put back, aborted calls on_error again)."""
+    from powertrain.errors import PowerTrainError
+
+    tuner, calls = _counted_tuner()
+
+    def refuse(config):
+        raise PowerTrainError("refused")
+
+    tuner.board.configure = refuse  # type: ignore[union-attr,method-assign]
+    with pytest.warns(RuntimeWarning, match="refused a configuration"):
+        with tuner.step():
+            pass
+    assert tuner.phase == "inert" and calls == ["on_error", "close"]
+    tuner.abort()
+    assert calls == ["on_error", "close"]
+
+
+def test_a_controller_from_estimates_without_spreads_guards_with_the_power_alone():
+    """CapController.config_for_29 (the spread column read although absent)."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0], "cost": [2.0, 1.0],
+                        "power_w": [20.0, 31.0], "measured": [0.0, 0.0]})  # fmt: skip
+    pick = pt.CapController(est, ["power_limit_w"]).config_for(30.0)
+    assert pick.config == {"power_limit_w": 100.0} and not pick.measured
