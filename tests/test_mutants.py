@@ -820,3 +820,57 @@ def test_a_controller_from_estimates_without_spreads_guards_with_the_power_alone
                         "power_w": [20.0, 31.0], "measured": [0.0, 0.0]})  # fmt: skip
     pick = pt.CapController(est, ["power_limit_w"]).config_for(30.0)
     assert pick.config == {"power_limit_w": 100.0} and not pick.measured
+
+
+# ------------------------------------------------------------ the callbacks' abort --
+class _FakeTunerForHooks:
+    """What TunerHooks.abort reads of a Tuner."""
+
+    def __init__(self, config, active=True):
+        import types
+
+        self.phase, self.aborted = "running", 0
+        self._summary = types.SimpleNamespace(config=config, active=active)
+
+    def abort(self):
+        self.aborted += 1
+        self.phase = "closed"
+
+    def summary(self):
+        return self._summary
+
+    def measurements(self):
+        return pd.DataFrame({"power_limit_w": [100.0], "batch_size": [16], "time_ms": [300.0],
+                             "power_w": [20.0], "cap": [30.0]})  # fmt: skip
+
+
+def _hooks(tuner):
+    import types
+
+    from powertrain.integrations import TunerHooks
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    hooks = TunerHooks(None, reference, 30.0)
+    notices: list[str] = []
+    hooks.tuner, hooks._notice = tuner, notices.append
+    return hooks, notices
+
+
+def test_a_callbacks_abort_restores_every_rank_as_after_an_error_and_says_so_once():
+    """TunerHooks.abort_2, _3 (the other ranks restored as after a clean end, without
+    on_error), _7, _8 (a second abort reports again), _10 (a tuner with a pick reported
+    as interrupted)."""
+    restored: list = []
+    hooks, notices = _hooks(_FakeTunerForHooks(config=None))
+    hooks.agreement = type("A", (), {"restore": lambda self, error: restored.append(error)})()
+    hooks.abort()
+    assert restored == [True] and hooks.tuner.aborted == 1
+    assert len(notices) == 1 and "best so far under 30 W: power_limit_w=100" in notices[0]
+    hooks.abort()  # closed already: nothing more to say
+    assert hooks.tuner.aborted == 1 and len(notices) == 1
+    picked, notices = _hooks(_FakeTunerForHooks(config={"power_limit_w": 100.0}))
+    picked.abort()
+    assert notices == []  # its pick was logged when made
+    inactive, notices = _hooks(_FakeTunerForHooks(config=None, active=False))
+    inactive.abort()
+    assert notices == []
