@@ -874,3 +874,27 @@ def test_a_callbacks_abort_restores_every_rank_as_after_an_error_and_says_so_onc
     inactive, notices = _hooks(_FakeTunerForHooks(config=None, active=False))
     inactive.abort()
     assert notices == []
+
+
+# ------------------------------------------------------------------- the hard cap --
+def test_the_hard_cap_asks_only_for_what_is_measured_or_safe_and_masks_the_rest():
+    """HardCap.allowed_8-10 (the model's safe set and the measured ones not joined, or
+    read without the model), mask_3-12 (what may not be asked for is not put far over
+    the cap)."""
+    import types
+
+    from powertrain.decisions.hard_cap import HardCap
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 150.0, 200.0, 300.0], "batch_size": [16] * 4})
+    study = types.SimpleNamespace(
+        caps=np.array([30.0]), device=None, cands=cands,
+        measured=np.array([True, False, False, True]),
+        m_power=np.array([20.0, np.nan, np.nan, 40.0]),
+    )  # fmt: skip
+    hard = HardCap(study)
+    # near the one measured under the cap (within a quarter of the range) and predicted
+    # under it with 95 %: 150 W; 200 W is predicted under it but too far to trust
+    est = pd.DataFrame({"power_w": [20.0, 25.0, 26.0, 40.0], "power_w_std": [0.0, 1.0, 1.0, 1.0]})
+    assert hard.allowed(est).tolist() == [True, True, False, True]
+    assert hard.mask(est)["power_w"].tolist() == [20.0, 25.0, 30_000.0, 40.0]
+    assert hard.set.unsafe.tolist() == [False, False, False, True]  # measured over it
