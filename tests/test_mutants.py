@@ -898,3 +898,41 @@ def test_the_hard_cap_asks_only_for_what_is_measured_or_safe_and_masks_the_rest(
     assert hard.allowed(est).tolist() == [True, True, False, True]
     assert hard.mask(est)["power_w"].tolist() == [20.0, 25.0, 30_000.0, 40.0]
     assert hard.set.unsafe.tolist() == [False, False, False, True]  # measured over it
+
+
+def test_the_safe_set_at_the_cap_and_at_equal_knobs():
+    """SafeSet.tell_2 and safe_20 (a measured power or an upper bound exactly at the cap is
+    safe), _below_10, _13 (a knob equal to a safe one's is vouched for; one 0.5 higher,
+    where power rises with it, is not)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 100.0, 100.5, 90.0],
+                          "batch_size": [16, 8, 16, 16]})  # fmt: skip
+    s = SafeSet(cands, 30.0, monotone={"power_limit_w": 1, "batch_size": 1})
+    s.tell(0, 30.0)  # exactly at the cap
+    assert s.measured_safe.tolist() == [True, False, False, False]
+    assert s.known().tolist() == [True, True, False, True]
+    mu, sd = np.full(4, 30.0), np.zeros(4)
+    assert s.safe(mu, sd).tolist() == [True, True, True, True]  # 100.5 W: bound at the cap
+    assert s.safe(mu + 0.1, sd).tolist() == [True, True, False, True]
+
+
+def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_it():
+    """transformers _guard_8 (a Trainer without one of the guarded methods), on_train_end_3
+    (the summary's numbers into the log history when no Trainer was found)."""
+    import types
+
+    pytest.importorskip("transformers")
+    from powertrain.integrations.transformers import PowerTrainCallback
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    cb = PowerTrainCallback(None, reference, 30.0)
+    trainer = types.SimpleNamespace(training_step=lambda *a: 1.0)  # no _run_epoch
+    cb._trainer = trainer
+    cb._guard()
+    assert "training_step" in vars(trainer) and trainer.training_step() == 1.0
+    cb._trainer = None
+    cb.finish = lambda: {"powertrain/n_measured": 3.0}  # type: ignore[method-assign]
+    state = types.SimpleNamespace(log_history=[], global_step=7)
+    cb.on_train_end(None, state, None)  # type: ignore[arg-type]
+    assert state.log_history == [{"powertrain/n_measured": 3.0, "step": 7}]
