@@ -918,8 +918,9 @@ def test_the_safe_set_at_the_cap_and_at_equal_knobs():
 
 
 def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_it():
-    """transformers _guard_8 (a Trainer without one of the guarded methods), on_train_end_3
-    (the summary's numbers into the log history when no Trainer was found)."""
+    """transformers _guard_8 (a Trainer without one of the guarded methods), _unguard_1, _3
+    (the wrappers left on the Trainer after training), on_train_end_3 (the summary's
+    numbers into the log history when no Trainer was found)."""
     import types
 
     pytest.importorskip("transformers")
@@ -931,8 +932,13 @@ def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_
     cb._trainer = trainer
     cb._guard()
     assert "training_step" in vars(trainer) and trainer.training_step() == 1.0
-    cb._trainer = None
     cb.finish = lambda: {"powertrain/n_measured": 3.0}  # type: ignore[method-assign]
+    logged: list = []
+    trainer.log = logged.append
+    cb.on_train_end(None, None, None)  # type: ignore[arg-type]
+    assert logged == [{"powertrain/n_measured": 3.0}]
+    assert "training_step" not in vars(trainer)  # _unguard_1, _3: the wrapper removed
+    cb._trainer = None
     state = types.SimpleNamespace(log_history=[], global_step=7)
     cb.on_train_end(None, state, None)  # type: ignore[arg-type]
     assert state.log_history == [{"powertrain/n_measured": 3.0, "step": 7}]
