@@ -942,3 +942,32 @@ def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_
     state = types.SimpleNamespace(log_history=[], global_step=7)
     cb.on_train_end(None, state, None)  # type: ignore[arg-type]
     assert state.log_history == [{"powertrain/n_measured": 3.0, "step": 7}]
+
+
+# ------------------------------------------------------------ the pick, the stop --
+def test_the_fastest_measured_is_at_or_under_the_cap_and_none_is_minus_one():
+    """fastest_measured_10 (none as -2: the documented answer is -1)."""
+    from powertrain.decisions.candidates import fastest_measured
+
+    measured = np.array([True, True, False])
+    power, cost = np.array([30.0, 31.0, 10.0]), np.array([2.0, 1.0, 0.5])
+    assert fastest_measured(measured, power, cost, 30.0) == 0  # at the cap: fits
+    assert fastest_measured(measured, power, cost, 31.0) == 1
+    assert fastest_measured(measured, power, cost, 29.9) == -1  # the unmeasured 10 W: no
+
+
+def test_a_cap_left_without_a_pick_settles_only_where_nothing_can_fit():
+    """Terminator.__call___19: a multi-cap decision settles with a cap left without a pick
+    only where no unmeasured configuration can fit (beaten 0), never where one surely
+    would (beaten 1)."""
+    from powertrain.decisions.terminator import Standing, Terminator
+
+    rule = Terminator("settled", confidence=0.9, tolerance=0.005, budget=10)
+    picks = np.array([3, -1])
+
+    def standing(beaten_no_pick):
+        return Standing(picks, np.array([0.5, beaten_no_pick]), np.zeros(2), 0.0)
+
+    assert rule(standing(0.0), [(3, -1)], 3) == "settled"
+    assert rule(standing(1.0), [(3, -1)], 3) is None
+    assert rule(standing(0.5), [(3, -1)], 3) is None
