@@ -971,3 +971,39 @@ def test_a_cap_left_without_a_pick_settles_only_where_nothing_can_fit():
     assert rule(standing(0.0), [(3, -1)], 3) == "settled"
     assert rule(standing(1.0), [(3, -1)], 3) is None
     assert rule(standing(0.5), [(3, -1)], 3) is None
+
+
+def test_saved_rows_become_the_tuners_measured_rows_with_what_they_carried():
+    """prior_rows_1-79 (the listed survivors): no samples, a missing column named, a row
+    of another configuration skipped (not the end), the window's counts and stability
+    carried (or unknown), the cap read from power_cap_w or cap (or unknown), the last
+    row of a configuration wins."""
+    import math
+
+    from powertrain.decisions.saved_profile import prior_rows
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+    cols = ["power_limit_w", "batch_size"]
+    assert prior_rows(cands, None, cols, "time_ms") == []  # type: ignore[arg-type]
+    assert prior_rows(cands, pd.DataFrame(), cols, "time_ms") == []
+    with pytest.raises(DataError, match=r"samples: missing column\(s\) time_ms, power_w"):
+        prior_rows(cands, cands, cols, "time_ms")
+    saved = pd.DataFrame({"power_limit_w": [300.0, 200.0, 100.0, 100.0], "batch_size": [16] * 4,
+                          "time_ms": [1.0, 2.0, 3.0, 4.0], "power_w": [9.0, 8.0, 7.0, 6.0],
+                          "n_minibatches": [5, 6, 7, 8], "n_power_samples": [50, 60, 70, 80],
+                          "stable": [True, False, True, False],
+                          "power_cap_w": [30.0, 31.0, 32.0, 33.0]})  # fmt: skip
+    rows = prior_rows(cands, saved, cols, "time_ms")
+    assert [(r["index"], r["time_ms"], r["power_w"]) for r in rows] == [
+        (1, 2.0, 8.0),
+        (0, 4.0, 6.0),
+    ]
+    assert [(r["n_minibatches"], r["n_power_samples"], r["stable"], r["cap"]) for r in rows] == [
+        (6, 60, False, 31.0), (8, 80, False, 33.0)]  # fmt: skip
+    assert all(r["given"] is True for r in rows)
+    bare = saved[["power_limit_w", "batch_size", "time_ms", "power_w"]].tail(1)
+    (row,) = prior_rows(cands, bare, cols, "time_ms")
+    assert math.isnan(row["n_minibatches"]) and math.isnan(row["n_power_samples"])
+    assert row["stable"] is True and math.isnan(row["cap"])
+    (row,) = prior_rows(cands, bare.assign(cap=25.0), cols, "time_ms")
+    assert row["cap"] == 25.0
