@@ -1007,3 +1007,21 @@ def test_saved_rows_become_the_tuners_measured_rows_with_what_they_carried():
     assert row["stable"] is True and math.isnan(row["cap"])
     (row,) = prior_rows(cands, bare.assign(cap=25.0), cols, "time_ms")
     assert row["cap"] == 25.0
+
+
+def test_lightning_starts_at_the_loaders_batch_size_or_none():
+    """lightning on_train_start_6 (a train loader without a batch_size: an error, not the
+    job's batch size left to the callback's own)."""
+    import types
+
+    pytest.importorskip("lightning")
+    from powertrain.integrations.lightning import PowerTrainCallback
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    cb = PowerTrainCallback(None, reference, 30.0)
+    found: list = []
+    cb.start_tuner = lambda b, notice: found.append(b)  # type: ignore[method-assign,assignment]
+    cb.on_train_start(types.SimpleNamespace(train_dataloader=[1, 2]), None)  # type: ignore[arg-type]
+    cb.on_train_start(types.SimpleNamespace(train_dataloader=types.SimpleNamespace(batch_size=8)),
+                      None)  # type: ignore[arg-type]  # fmt: skip
+    assert found == [None, 8]
