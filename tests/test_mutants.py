@@ -876,6 +876,15 @@ def test_a_callbacks_abort_restores_every_rank_as_after_an_error_and_says_so_onc
     assert notices == []
 
 
+def test_a_callbacks_clean_end_restores_the_other_ranks_without_on_error():
+    """TunerHooks.finish_2, _3 (the other ranks restored as after an error)."""
+    restored: list = []
+    hooks, _ = _hooks(None)
+    hooks.agreement = type("A", (), {"restore": lambda self, error: restored.append(error)})()
+    assert hooks.finish() is None
+    assert restored == [False]
+
+
 # ------------------------------------------------------------------- the hard cap --
 def test_the_hard_cap_asks_only_for_what_is_measured_or_safe_and_masks_the_rest():
     """HardCap.allowed_8-10 (the model's safe set and the measured ones not joined, or
@@ -918,7 +927,7 @@ def test_the_safe_set_at_the_cap_and_at_equal_knobs():
 
 
 def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_it():
-    """transformers _guard_8 (a Trainer without one of the guarded methods), _unguard_1, _3
+    """transformers _guard_8, _9 (a Trainer without one of the guarded methods), _unguard_1, _3
     (the wrappers left on the Trainer after training), on_train_end_3 (the summary's
     numbers into the log history when no Trainer was found)."""
     import types
@@ -932,6 +941,7 @@ def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_
     cb._trainer = trainer
     cb._guard()
     assert "training_step" in vars(trainer) and trainer.training_step() == 1.0
+    assert "_run_epoch" not in vars(trainer)  # _guard_9: nothing to wrap, nothing set
     cb.finish = lambda: {"powertrain/n_measured": 3.0}  # type: ignore[method-assign]
     logged: list = []
     trainer.log = logged.append
@@ -1025,3 +1035,39 @@ def test_lightning_starts_at_the_loaders_batch_size_or_none():
     cb.on_train_start(types.SimpleNamespace(train_dataloader=types.SimpleNamespace(batch_size=8)),
                       None)  # type: ignore[arg-type]  # fmt: skip
     assert found == [None, 8]
+
+
+def test_a_controllers_pick_says_what_it_is_under_each_cap():
+    """CapController.config_for_47-117 (the listed survivors): the measured pick at
+    position 0, the cheapest unmeasured one within k_sigma, nothing that fits, each with
+    its cap, cost, confidence and reason."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 150.0, 200.0, 250.0],
+                        "cost": [4.0, 3.0, 2.0, 1.0], "power_w": [20.0, 22.0, 24.0, 40.0],
+                        "power_w_std": [5.0, 1.0, 1.0, 1.0],
+                        "measured": [1.0, 0.0, 0.0, 0.0]})  # fmt: skip
+    ctl = pt.CapController(est, ["power_limit_w"], k_sigma=2.0)
+    p = ctl.config_for(21.0)  # only the measured one fits (its own spread aside)
+    assert (p.power_cap_w, p.config, p.measured, p.cost, p.confidence, p.reason) == (
+        21.0,
+        {"power_limit_w": 100.0},
+        True,
+        4.0,
+        1.0,
+        "fastest measured",
+    )
+    p = ctl.config_for(19.0)  # nothing measured fits: 22 + 2 x 1 and 24 + 2 x 1 W do
+    assert p.power_cap_w == 19.0 and p.config is None and p.measured is False
+    assert (p.time, p.power_w, p.cost, p.confidence) == (None, None, None, 0.0)
+    assert p.reason == "no configuration fits under 19 W (lowest 20.0 W)"
+    ctl = pt.CapController(est.assign(measured=[0.0, 0.0, 0.0, 1.0]), ["power_limit_w"],
+                           k_sigma=2.0)  # fmt: skip
+    p = ctl.config_for(26.0)  # 100 W: 20 + 2 x 5 > 26; 150 and 200 W fit: 200 is cheaper
+    assert (p.power_cap_w, p.config, p.measured, p.cost, p.power_w) == (
+        26.0,
+        {"power_limit_w": 200.0},
+        False,
+        2.0,
+        24.0,
+    )
+    assert np.isnan(p.confidence)
+    assert p.reason == "nothing measured fits; predicted 24.0 W + 2 sigma"
