@@ -1071,3 +1071,19 @@ def test_a_controllers_pick_says_what_it_is_under_each_cap():
     )
     assert np.isnan(p.confidence)
     assert p.reason == "nothing measured fits; predicted 24.0 W + 2 sigma"
+
+
+def test_the_first_cap_is_decided_without_a_cap_change_message():
+    """TunerLoop._new_cap_1 (the first cap announced as a change: "power cap now ... deciding
+    again" at 0 s, which the callbacks show as a notice)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, handle_signals=False, log=said.append)  # fmt: skip
+    with tuner.step():
+        pass
+    tuner.close()
+    assert said and not any(line.startswith("power cap now") for line in said)
