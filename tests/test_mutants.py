@@ -1087,3 +1087,34 @@ def test_the_first_cap_is_decided_without_a_cap_change_message():
         pass
     tuner.close()
     assert said and not any(line.startswith("power cap now") for line in said)
+
+
+def test_a_tuner_under_which_nothing_fits_runs_the_lowest_power_with_a_warning():
+    """TunerLoop._settle_11 (nothing measured fits: the lowest measured power is found in
+    the rows measured)."""
+    tuner, _ = _counted_tuner([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 50.0)])
+    with pytest.warns(RuntimeWarning, match="nothing measured fits under 30 W: lowest power"):
+        from test_engine import settle
+
+        settle(tuner)
+    s = tuner.close()
+    assert s.config is not None and s.config["power_limit_w"] == 100.0 and s.power_w == 40.0
+
+
+def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_nothing_boardless(
+    tmp_path,
+):
+    """TunerHooks._earlier_14 (an empty profile file taken over the last run's rows),
+    _save_1 (a tuner without a board saved from)."""
+    from powertrain.backends import TwinBackend
+
+    hooks, _ = _hooks(_FakeTunerForHooks(config=None))
+    hooks.board = TwinBackend(pt.Twin("orin-agx", "mobilenetv3", seed=0))
+    hooks.profile = tmp_path / "profile.csv"
+    hooks.profile.write_text("")
+    kept = pd.DataFrame({"power_limit_w": [100.0]})
+    hooks._kept = kept
+    assert hooks._earlier() is kept
+    hooks.tuner.board = None  # an inert tuner: nothing to save
+    hooks._save()
+    assert hooks.profile.read_text() == ""
