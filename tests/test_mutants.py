@@ -839,6 +839,10 @@ class _FakeTunerForHooks:
     def summary(self):
         return self._summary
 
+    def close(self):
+        self.phase = "closed"
+        return self._summary
+
     def measurements(self):
         return pd.DataFrame({"power_limit_w": [100.0], "batch_size": [16], "time_ms": [300.0],
                              "power_w": [20.0], "cap": [30.0]})  # fmt: skip
@@ -877,12 +881,15 @@ def test_a_callbacks_abort_restores_every_rank_as_after_an_error_and_says_so_onc
 
 
 def test_a_callbacks_clean_end_restores_the_other_ranks_without_on_error():
-    """TunerHooks.finish_2, _3 (the other ranks restored as after an error)."""
+    """TunerHooks.finish_2, _3 (the other ranks restored as after an error), _7 (an inactive
+    tuner's summary logged as numbers)."""
     restored: list = []
     hooks, _ = _hooks(None)
     hooks.agreement = type("A", (), {"restore": lambda self, error: restored.append(error)})()
     assert hooks.finish() is None
     assert restored == [False]
+    inactive, _ = _hooks(_FakeTunerForHooks(config=None, active=False))
+    assert inactive.finish() is None  # finish_7: no numbers from a tuner that did nothing
 
 
 # ------------------------------------------------------------------- the hard cap --
