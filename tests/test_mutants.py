@@ -283,3 +283,845 @@ def test_close_restores_once_and_stops_the_sampler(tmp_path):
     board.writes.clear()
     b.close()
     assert board.writes == []
+
+
+# -------------------------------------------- the callbacks under torch.distributed --
+class _FakeDist:
+    """torch.distributed as Agreement sees it: this process's rank, every rank's board
+    identity, and rank 0's broadcast buffer."""
+
+    def __init__(self, rank: int, ids: list[str], sent=None):
+        self.rank, self.ids, self.sent = rank, ids, sent
+
+    def get_rank(self):
+        return self.rank
+
+    def get_world_size(self):
+        return len(self.ids)
+
+    def all_gather_object(self, out, mine):
+        out[:] = self.ids
+
+    def get_backend(self):
+        return "gloo"
+
+    def broadcast(self, buf, src):
+        assert src == 0
+        if self.rank > 0:
+            buf.copy_(self.sent)
+        self.sent = buf.clone()
+
+
+class _Board:
+    """A board that records its configurations, errors and closes."""
+
+    config_columns = ("power_limit_w",)
+
+    def __init__(self):
+        self.configured, self.errored, self.closed = [], 0, 0
+
+    def configure(self, config):
+        self.configured.append(dict(config))
+
+    def on_error(self):
+        self.errored += 1
+
+    def close(self):
+        self.closed += 1
+
+
+def _agreement(monkeypatch, rank, ids, sent=None):
+    import torch  # noqa: F401 (Agreement's buffer)
+
+    from powertrain.integrations import distributed
+
+    fake = _FakeDist(rank, ids, sent)
+    monkeypatch.setattr(distributed, "_dist", lambda: fake)
+    monkeypatch.setattr(distributed, "as_backend", lambda board: board)
+    board = _Board()
+    return distributed.Agreement(board), board, fake
+
+
+def test_a_rank_that_owns_its_board_runs_rank_zeros_configuration_and_restores_it(
+    monkeypatch,
+):
+    """Agreement.share_*, Agreement.restore_*, Agreement.__init___*: the configuration
+    broadcast is applied once on a rank that owns its board, and that board is put back
+    (on_error first after a failure) once."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:gpu0", "h:gpu1"], sent)
+    assert a.owns_board and a.columns == ("power_limit_w",)
+    assert a.share(None) == {"power_limit_w": 150.0}
+    assert a.share(None) == {"power_limit_w": 150.0}
+    assert board.configured == [{"power_limit_w": 150.0}]  # set once, not every step
+    a.restore(error=True)
+    assert (board.errored, board.closed) == (1, 1)
+    a.restore(error=True)  # a second restore finds nothing changed
+    assert (board.errored, board.closed) == (1, 1)
+
+
+def test_a_rank_that_shares_rank_zeros_board_never_sets_or_restores_it(monkeypatch):
+    """Agreement.__init___* (owns_board): a board a lower rank shares is left to it."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:jetson", "h:jetson"], sent)
+    assert not a.owns_board
+    assert a.share(None) == {"power_limit_w": 150.0}
+    a.restore(error=True)
+    assert board.configured == [] and (board.errored, board.closed) == (0, 0)
+
+
+def test_rank_zero_broadcasts_its_configuration_and_restores_after_a_clean_end(monkeypatch):
+    """Agreement.share_* on rank 0 (the flag and the values sent; no configuration: the
+    flag 0) and restore(error=False) without on_error."""
+    a, board, fake = _agreement(monkeypatch, 0, ["h:gpu0", "h:gpu1"])
+    assert not a.owns_board  # rank 0's Tuner sets its own board
+    assert a.share(None) is None
+    assert fake.sent.tolist() == [0.0, 0.0]
+    assert a.share({"power_limit_w": 125}) == {"power_limit_w": 125.0}
+    assert fake.sent.tolist() == [1.0, 125.0]
+    assert board.configured == []
+    a.changed = True  # as after a rank that owns its board applied one
+    a.restore(error=False)
+    assert (board.errored, board.closed) == (0, 1)
+
+
+def test_a_group_of_one_process_is_no_distributed_job(monkeypatch):
+    """_dist_*, world_*: a group counts from two processes; (rank, size) read from it."""
+    import torch
+
+    from powertrain.integrations import distributed
+
+    assert distributed.world() == (0, 1)  # no group
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 1)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 0)
+    assert distributed._dist() is None and distributed.world() == (0, 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 1)
+    assert distributed._dist() is torch.distributed
+    assert distributed.world() == (1, 2)
+
+
+def test_boards_are_told_apart_by_gpu_per_host_and_simulated_per_process():
+    """board_identity_*: two GPUs of one host are two boards, a Jetson one per host, a
+    simulated board one per process."""
+    import os
+    import socket
+
+    from powertrain.backends import StepBackend
+    from powertrain.integrations.distributed import board_identity
+
+    class Gpu(StepBackend):
+        def __init__(self, index):
+            self.gpu_index = index
+
+        def configure(self, config):  # the abstract method; never called here
+            raise AssertionError
+
+    host = socket.gethostname()
+    assert board_identity(Gpu(1)) == f"{host}:Gpu:1"
+    assert board_identity(Gpu(None)) == f"{host}:Gpu"
+    twin = _Board()
+    assert board_identity(twin) == f"{host}:{os.getpid()}:{id(twin)}"  # type: ignore[arg-type]
+
+
+def test_an_agreement_restores_even_when_the_boards_on_error_fails(monkeypatch):
+    """Agreement.restore_4 (the error of on_error not suppressed): close still runs."""
+    import torch
+
+    sent = torch.tensor([1.0, 150.0], dtype=torch.float64)
+    a, board, _ = _agreement(monkeypatch, 1, ["h:gpu0", "h:gpu1"], sent)
+    a.share(None)
+
+    def fails():
+        raise RuntimeError("the driver is gone")
+
+    board.on_error = fails
+    a.restore(error=True)
+    assert board.closed == 1
+
+
+def test_a_configuration_with_a_first_knob_at_zero_or_missing_is_still_sent(monkeypatch):
+    """Agreement.share_29 (the flag read from the first value: a first knob at 0, e.g.
+    num_workers, would be taken for "no configuration"), _18, _20 (a knob rank 0's
+    configuration lacks is sent as nan, not an error)."""
+    import math
+
+    monkeypatch.setattr(_Board, "config_columns", ("num_workers", "power_limit_w"))
+    a, _, fake = _agreement(monkeypatch, 0, ["h:gpu0", "h:gpu1"])
+    assert a.share({"num_workers": 0, "power_limit_w": 150}) == {
+        "num_workers": 0.0,
+        "power_limit_w": 150.0,
+    }
+    got = a.share({"num_workers": 2})
+    assert got is not None and got["num_workers"] == 2.0 and math.isnan(got["power_limit_w"])
+
+
+# ------------------------------------------------------------------------ the Tuner --
+def test_a_board_that_refuses_the_first_configuration_is_put_back_and_left_alone(monkeypatch):
+    """Tuner._release_1-3: the first configuration refused, the tuner goes inert after
+    putting the board back (on_error, then close even when on_error fails: it used to
+    skip close) and removing its signal handlers and exit hook."""
+    import signal
+    import types
+
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    from powertrain.errors import PowerTrainError
+
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    calls: list[str] = []
+
+    def refuse(config):
+        raise PowerTrainError("the driver refused the limit")
+
+    board.configure = refuse  # type: ignore[method-assign]
+
+    def on_error():
+        calls.append("on_error")
+        raise RuntimeError("a restore that failed half way")
+
+    board.on_error = on_error  # type: ignore[method-assign]
+    board.close = lambda: calls.append("close")  # type: ignore[method-assign]
+    from powertrain.decisions import tuner as tuner_module
+
+    hooks: list = []
+    fake_atexit = types.SimpleNamespace(
+        register=hooks.append, unregister=lambda f: hooks.remove(f) if f in hooks else None
+    )
+    monkeypatch.setattr(tuner_module, "atexit", fake_atexit)
+    before = signal.getsignal(signal.SIGTERM)
+    tuner = pt.Tuner(board, gpu_reference(), 30.0, batch_size=16, minibatches=5,
+                     log=lambda s: None)  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="refused a configuration"):
+        with tuner.step():
+            pass
+    assert tuner.phase == "inert" and calls == ["on_error", "close"]
+    assert signal.getsignal(signal.SIGTERM) is before and hooks == []
+    tuner.close()
+    assert calls == ["on_error", "close"]  # an inert tuner touches the board no more
+
+
+# ------------------------------------------------------------------------ the Study --
+class _NoTransfer:
+    """A reference the study must not transfer (the sampler uses no model)."""
+
+    inputs_ = ("power_limit_w", "batch_size")
+    targets_ = ("time_ms", "power_w")
+
+    def transfer(self, *a, **kw):
+        raise AssertionError("a sampler that uses no model got a transfer")
+
+
+class _Judged:
+    """A sampler without a model whose assessment is given, recording what it saw."""
+
+    stop_rule, uses_model = "settled", False
+
+    def __init__(self, standing):
+        self.standing, self.seen = standing, []
+
+    def start(self, study, free, need):
+        return np.zeros(0, dtype=int), "start"
+
+    def assess(self, study, est):
+        self.seen.append((study.caps.tolist(), np.asarray(study.weights).tolist(),
+                          study.rng.random()))  # fmt: skip
+        return self.standing
+
+
+def _study(standing=None, objective="time", measured=3):
+    from powertrain.decisions.settings import Settings
+    from powertrain.decisions.study import Study
+
+    cands = pd.DataFrame({"power_limit_w": [300.0, 200.0, 100.0], "batch_size": [16] * 3})
+    rows = cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    settings = Settings(budget=10, objective=objective, seed=7).checked(measured)
+    sampler = _Judged(standing)
+    study = Study(cands, _NoTransfer(), np.array([20.0, 30.0]), settings, sampler)
+    study.tell(rows.head(measured))
+    return study, sampler
+
+
+def test_a_cap_is_settled_by_the_studys_rule_at_that_cap_alone():
+    """Study.settled_at_18-20 (nothing measured fits: never settled; the fastest at
+    position 0 is a pick), _26, _28 (the cap alone, weight 1, the study's seed), _31 (no
+    transfer for a sampler without a model), _40 (the tolerance given wins), _3 (energy)."""
+    from powertrain.decisions.terminator import Standing
+
+    unsure = Standing(np.array([0]), np.array([0.5]), np.array([0.01]), 0.01)
+    study, sampler = _study(unsure, measured=1)  # only 300 W (45 W) measured
+    assert not study.settled_at(50.0)  # 0.01 > the study's tolerance 0.005
+    assert study.settled_at(50.0, tolerance=0.02)
+    caps, weights, draw = sampler.seen[-1]
+    assert caps == [50.0] and weights == [1.0]
+    assert draw == np.random.default_rng(7).random()
+    assert study.caps.tolist() == [20.0, 30.0] and len(study.weights) == 2  # put back
+    assert not study.settled_at(44.9, tolerance=0.02)  # nothing measured fits
+    assert len(sampler.seen) == 2  # not even assessed
+    energy, _ = _study(unsure, objective="energy", measured=1)
+    assert energy.settled_at(45.0, tolerance=0.02)  # at the cap: fits
+
+
+def test_a_study_that_measured_everything_stops_with_nothing_left_to_lose():
+    """Study._measured_only_23, _28, _33: every candidate measured, the standing's loss is
+    0 under every cap (not unassessed), and each cap's pick is the fastest that fits."""
+    study, _ = _study(measured=3)
+    assert study.ask() is None and study.stop_reason == "exhausted"
+    assert study.standing is not None and study.standing.expected_loss == 0.0
+    picks = study.picks()
+    assert [p.expected_loss for p in picks] == [0.0, 0.0]
+    assert [p.config["power_limit_w"] for p in picks] == [100.0, 200.0]
+    assert all(p.measured for p in picks)
+
+
+# ------------------------------------------------------------ the stop rule, safe set --
+def test_the_stable_rule_judges_a_new_cap_as_having_stood():
+    """Terminator.settled_1, _4, _7 (the picks not taken as having stood patience rounds)
+    and is_stable_10, _11 (the last assessment's picks, not another's, must be measured)."""
+    from dataclasses import replace
+
+    from powertrain.decisions.terminator import Standing, Terminator, is_stable
+
+    rule = Terminator("stable", tolerance=0.005, patience=4, budget=10)
+    sure = Standing(np.array([2]), np.array([0.5]), improvement=np.array([0.001]))
+    assert rule.settled(sure)
+    assert not rule.settled(replace(sure, improvement=np.array([0.01])))
+    assert not rule.settled(replace(sure, incumbent=np.array([-1])))
+    assert is_stable([(-1,), (0,)], np.array([0.0]), 0, 0.005)
+    assert not is_stable([(0,), (-1,)], np.array([0.0]), 0, 0.005)
+    assert not is_stable([(-1,), (0,), (-1,), (-1,)], np.array([0.0]), 1, 0.005)
+
+
+def test_the_step_back_reads_the_last_three_readings_against_the_cap():
+    """SafeSet.step_back_1 (a window of 4), _10 (a mean exactly at the cap is a hit)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+    s = SafeSet(cands, 30.0)
+    assert not s.step_back(0, [30.0, 30.0, 30.0])  # at the cap: not over it
+    assert not s.step_back(0, [50.0, 50.0])  # too few readings yet
+    assert s.unsafe.tolist() == [False, False] and s.hits == []
+    assert s.step_back(1, [0.0, 40.0, 40.0, 40.0])  # the last three: 40 W
+    assert s.unsafe.tolist() == [False, True] and s.hits == [1]
+
+
+# ------------------------------------------------------------------ following a cap --
+def _following(controller, caps, minibatches=6):
+    from powertrain.backends import TwinBackend
+
+    board = TwinBackend(pt.Twin("orin-agx", "mobilenetv3", seed=0))
+    applied, told = [], []
+    original = board.configure
+    board.configure = lambda c: (applied.append(dict(c)), original(c))[1]
+    out = pt.follow(board, controller, lambda t, n: caps[min(n, len(caps) - 1)],
+                    minibatches=minibatches,
+                    on_switch=lambda t, cap, config: told.append((cap, config)))  # fmt: skip
+    return out, applied, told
+
+
+def _grid_config(i: int) -> dict:
+    grid = pt.Twin("orin-agx", "mobilenetv3", seed=0).device.profiling_grid()
+    return {**grid.iloc[i][["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]].to_dict(), "batch_size": 16}
+
+
+@pytest.mark.parametrize("counts", [True, False], ids=["counting", "plain"])
+def test_an_unchanged_pick_under_a_new_cap_is_not_applied_again(counts):
+    """_switch_1-10, _17, _19-27 (the controller's count read wrong, or the pick always
+    applied again: a new segment and a board write per cap change), _29, _32, _33 (the
+    last segment's end), _50 (on_switch told no configuration)."""
+    from powertrain.decisions.candidates import CapPick
+
+    a, b = _grid_config(0), _grid_config(1)
+
+    class Fixed:
+        def config_for(self, cap):
+            return CapPick(cap, a if cap >= 30 else b, True, None, None, None, 1.0, "")
+
+    controller = Fixed()
+    if counts:
+        controller.n_measured = 5  # type: ignore[attr-defined]  # measured before following
+    out, applied, told = _following(controller, [40.0, 40.0, 30.0, 30.0, 20.0])
+    assert applied == [a, b] and told == [(40.0, a), (20.0, b)]
+    seg = out.segments
+    assert seg.power_cap_w.tolist() == [40.0, 20.0] and seg.minibatches.tolist() == [4, 2]
+    assert seg.end_s.iloc[0] == seg.start_s.iloc[1] > 0
+    assert seg.end_s.iloc[1] == out.total_s
+
+
+def test_a_cap_nothing_fits_names_the_time_the_cap_and_the_reason():
+    """_switch_14 (the error without its message)."""
+    from powertrain.decisions.candidates import CapPick
+    from powertrain.errors import NoFeasibleModeError
+
+    class Nothing:
+        def config_for(self, cap):
+            return CapPick(cap, None, False, None, None, None, 0.0, "all draw more")
+
+    with pytest.raises(NoFeasibleModeError, match="at 0 s the cap is 10 W: all draw more"):
+        _following(Nothing(), [10.0])
+
+
+# ------------------------------------------------------------------ a saved profile --
+def test_a_saved_profile_names_its_board_and_keeps_its_columns_in_order(tmp_path):
+    """save_rows_4-56 (the provenance sidecar: written once, with device, workload, key
+    columns, source, version and time; the columns in the store's order; the folder made
+    with its parents) and load_profile_10, _11 (the device not checked)."""
+    import json
+    import time
+
+    from powertrain.decisions.saved_profile import load_profile, profile_columns, save_rows
+
+    path = tmp_path / "new" / "deeper" / "profile.csv"
+    cols = ("power_limit_w", "batch_size")
+    rows = pd.DataFrame({"power_w": [20.0], "time_ms": [300.0], "batch_size": [16],
+                         "power_limit_w": [100.0], "cap": [30.0], "index": [0]})  # fmt: skip
+    save_rows(path, rows, cols, "a100", "bert")
+    save_rows(path, rows.assign(power_w=21.0), cols, "a100", "ignored")  # the sidecar stays
+    meta = path.with_name("profile.meta.json")
+    text = meta.read_text()
+    info = json.loads(text)
+    assert text.endswith("}\n") and text.startswith('{\n "device": "a100"')
+    assert (info["device"], info["workload"], info["key_columns"]) == ("a100", "bert", list(cols))
+    assert info["source"].startswith("powertrain.Tuner (measured with the job")
+    assert info["powertrain"] == pt.__version__
+    time.strptime(info["created"], "%Y-%m-%dT%H:%M:%S%z")
+    back = pd.read_csv(path)
+    assert list(back.columns) == profile_columns(cols)
+    assert back.power_w.tolist() == [20.0, 21.0] and back.power_cap_w.tolist() == [30.0, 30.0]
+    with pytest.raises(DataError, match=r"saved for device a100, not 'v100'; give another "
+                       r"profile= file \(or workload=\)"):  # fmt: skip
+        load_profile(path, "v100", "bert")
+    with pytest.raises(DataError, match="saved for workload bert, ignored, not 'bert'"):
+        load_profile(path, "a100", "bert")  # the second save named another workload
+
+
+def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
+    """load_profile_6 (an empty file), _18, _20 (no device or workload column), _9 (the
+    message of an unreadable file)."""
+    from powertrain.decisions.saved_profile import load_profile
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert load_profile(empty, "a100", "bert").empty
+    assert load_profile(tmp_path / "none.csv", "a100", "bert").empty
+    bare = tmp_path / "bare.csv"
+    bare.write_text("power_limit_w,batch_size,time_ms,power_w\n100,16,300,20\n")
+    assert len(load_profile(bare, "a100", "bert")) == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n\xff\xfe,1\n")
+    with pytest.raises(DataError, match="bad.csv: not a readable CSV"):
+        load_profile(bad, "a100", "bert")
+
+
+# ------------------------------------------------------------ the Tuner's restore --
+def _counted_tuner(rows=None, fail_on_error=False):
+    """A Tuner on a replayed GPU whose on_error and close are counted."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    board = gpu_board(rows or [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    calls: list[str] = []
+
+    def on_error():
+        calls.append("on_error")
+        if fail_on_error:
+            raise RuntimeError("a restore that failed half way")
+
+    board.on_error = on_error  # type: ignore[method-assign]
+    board.close = lambda: calls.append("close")  # type: ignore[method-assign]
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, handle_signals=False, log=lambda s: None)  # fmt: skip
+    return tuner, calls
+
+
+_REFERENCE: list = []
+
+
+def _gpu_reference(make):
+    if not _REFERENCE:  # one small fit for every test here
+        _REFERENCE.append(make())
+    return _REFERENCE[0]
+
+
+def test_aborting_a_tuner_that_never_ran_or_has_closed_touches_nothing():
+    """Tuner.abort_2-4, _7, _8 (an idle or closed tuner aborted calls on_error on a board
+    it never changed or already put back)."""
+    tuner, calls = _counted_tuner()
+    tuner.abort()  # idle: the board is not ours yet
+    assert calls == [] and tuner.summary().stop_reason == "not started"
+    tuner, calls = _counted_tuner()
+    with tuner.step():
+        pass
+    tuner.close()
+    assert calls == ["close"]
+    tuner.abort()  # closed: put back already
+    assert calls == ["close"]
+
+
+def test_aborting_a_running_tuner_restores_even_when_on_error_fails():
+    """Tuner.abort_11 (an on_error that fails skips close and raises), __exit___1 (with:
+    an error aborts, a clean end closes)."""
+    tuner, calls = _counted_tuner(fail_on_error=True)
+    with pytest.raises(ZeroDivisionError):
+        with tuner:
+            with tuner.step():
+                raise ZeroDivisionError
+    assert calls == ["on_error", "close"] and tuner.phase == "closed"
+    assert tuner.summary().stop_reason == "interrupted"
+    tuner, calls = _counted_tuner()
+    with tuner:
+        with tuner.step():
+            pass
+    assert calls == ["close"] and tuner.summary().stop_reason != "interrupted"
+
+
+def test_a_settled_tuner_aborted_keeps_its_pick_and_reason():
+    """Tuner.abort_12 (a tuner with a pick aborted is called interrupted)."""
+    from test_engine import settle
+
+    tuner, calls = _counted_tuner()
+    settle(tuner)
+    assert tuner.settled
+    reason = tuner.summary().stop_reason
+    tuner.abort()
+    assert calls == ["on_error", "close"]
+    s = tuner.summary()
+    assert s.stop_reason == reason != "interrupted" and s.config["power_limit_w"] == 200.0
+
+
+def test_an_inert_tuner_aborted_does_not_restore_twice():
+    """Tuner.abort_9, _10 (a tuner gone inert after a refused first configuration,
+    already put back, aborted calls on_error again)."""
+    from powertrain.errors import PowerTrainError
+
+    tuner, calls = _counted_tuner()
+
+    def refuse(config):
+        raise PowerTrainError("refused")
+
+    tuner.board.configure = refuse  # type: ignore[union-attr,method-assign]
+    with pytest.warns(RuntimeWarning, match="refused a configuration"):
+        with tuner.step():
+            pass
+    assert tuner.phase == "inert" and calls == ["on_error", "close"]
+    tuner.abort()
+    assert calls == ["on_error", "close"]
+
+
+def test_a_controller_from_estimates_without_spreads_guards_with_the_power_alone():
+    """CapController.config_for_29 (the spread column read although absent)."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0], "cost": [2.0, 1.0],
+                        "power_w": [20.0, 31.0], "measured": [0.0, 0.0]})  # fmt: skip
+    pick = pt.CapController(est, ["power_limit_w"]).config_for(30.0)
+    assert pick.config == {"power_limit_w": 100.0} and not pick.measured
+
+
+# ------------------------------------------------------------ the callbacks' abort --
+class _FakeTunerForHooks:
+    """What TunerHooks.abort reads of a Tuner."""
+
+    def __init__(self, config, active=True):
+        import types
+
+        self.phase, self.aborted = "running", 0
+        self._summary = types.SimpleNamespace(config=config, active=active)
+
+    def abort(self):
+        self.aborted += 1
+        self.phase = "closed"
+
+    def summary(self):
+        return self._summary
+
+    def close(self):
+        self.phase = "closed"
+        return self._summary
+
+    def measurements(self):
+        return pd.DataFrame({"power_limit_w": [100.0], "batch_size": [16], "time_ms": [300.0],
+                             "power_w": [20.0], "cap": [30.0]})  # fmt: skip
+
+
+def _hooks(tuner):
+    import types
+
+    from powertrain.integrations import TunerHooks
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    hooks = TunerHooks(None, reference, 30.0)
+    notices: list[str] = []
+    hooks.tuner, hooks._notice = tuner, notices.append
+    return hooks, notices
+
+
+def test_a_callbacks_abort_restores_every_rank_as_after_an_error_and_says_so_once():
+    """TunerHooks.abort_2, _3 (the other ranks restored as after a clean end, without
+    on_error), _7, _8 (a second abort reports again), _10 (a tuner with a pick reported
+    as interrupted)."""
+    restored: list = []
+    hooks, notices = _hooks(_FakeTunerForHooks(config=None))
+    hooks.agreement = type("A", (), {"restore": lambda self, error: restored.append(error)})()
+    hooks.abort()
+    assert restored == [True] and hooks.tuner.aborted == 1
+    assert len(notices) == 1 and "best so far under 30 W: power_limit_w=100" in notices[0]
+    hooks.abort()  # closed already: nothing more to say
+    assert hooks.tuner.aborted == 1 and len(notices) == 1
+    picked, notices = _hooks(_FakeTunerForHooks(config={"power_limit_w": 100.0}))
+    picked.abort()
+    assert notices == []  # its pick was logged when made
+    inactive, notices = _hooks(_FakeTunerForHooks(config=None, active=False))
+    inactive.abort()
+    assert notices == []
+
+
+def test_a_callbacks_clean_end_restores_the_other_ranks_without_on_error():
+    """TunerHooks.finish_2, _3 (the other ranks restored as after an error), _7 (an inactive
+    tuner's summary logged as numbers)."""
+    restored: list = []
+    hooks, _ = _hooks(None)
+    hooks.agreement = type("A", (), {"restore": lambda self, error: restored.append(error)})()
+    assert hooks.finish() is None
+    assert restored == [False]
+    inactive, _ = _hooks(_FakeTunerForHooks(config=None, active=False))
+    assert inactive.finish() is None  # finish_7: no numbers from a tuner that did nothing
+
+
+# ------------------------------------------------------------------- the hard cap --
+def test_the_hard_cap_asks_only_for_what_is_measured_or_safe_and_masks_the_rest():
+    """HardCap.allowed_8-10 (the model's safe set and the measured ones not joined, or
+    read without the model), mask_3-12 (what may not be asked for is not put far over
+    the cap)."""
+    import types
+
+    from powertrain.decisions.hard_cap import HardCap
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 150.0, 200.0, 300.0], "batch_size": [16] * 4})
+    study = types.SimpleNamespace(
+        caps=np.array([30.0]), device=None, cands=cands,
+        measured=np.array([True, False, False, True]),
+        m_power=np.array([20.0, np.nan, np.nan, 40.0]),
+    )  # fmt: skip
+    hard = HardCap(study)
+    # near the one measured under the cap (within a quarter of the range) and predicted
+    # under it with 95 %: 150 W; 200 W is predicted under it but too far to trust
+    est = pd.DataFrame({"power_w": [20.0, 25.0, 26.0, 40.0], "power_w_std": [0.0, 1.0, 1.0, 1.0]})
+    assert hard.allowed(est).tolist() == [True, True, False, True]
+    assert hard.mask(est)["power_w"].tolist() == [20.0, 25.0, 30_000.0, 40.0]
+    assert hard.set.unsafe.tolist() == [False, False, False, True]  # measured over it
+
+
+def test_the_safe_set_at_the_cap_and_at_equal_knobs():
+    """SafeSet.tell_2 and safe_20 (a measured power or an upper bound exactly at the cap is
+    safe), _below_10, _13 (a knob equal to a safe one's is vouched for; one 0.5 higher,
+    where power rises with it, is not)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 100.0, 100.5, 90.0],
+                          "batch_size": [16, 8, 16, 16]})  # fmt: skip
+    s = SafeSet(cands, 30.0, monotone={"power_limit_w": 1, "batch_size": 1})
+    s.tell(0, 30.0)  # exactly at the cap
+    assert s.measured_safe.tolist() == [True, False, False, False]
+    assert s.known().tolist() == [True, True, False, True]
+    mu, sd = np.full(4, 30.0), np.zeros(4)
+    assert s.safe(mu, sd).tolist() == [True, True, True, True]  # 100.5 W: bound at the cap
+    assert s.safe(mu + 0.1, sd).tolist() == [True, True, False, True]
+
+
+def test_the_transformers_callback_guards_what_the_trainer_has_and_logs_without_it():
+    """transformers _guard_8, _9 (a Trainer without one of the guarded methods), _unguard_1, _3
+    (the wrappers left on the Trainer after training), on_train_end_3 (the summary's
+    numbers into the log history when no Trainer was found)."""
+    import types
+
+    pytest.importorskip("transformers")
+    from powertrain.integrations.transformers import PowerTrainCallback
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    cb = PowerTrainCallback(None, reference, 30.0)
+    trainer = types.SimpleNamespace(training_step=lambda *a: 1.0)  # no _run_epoch
+    cb._trainer = trainer
+    cb._guard()
+    assert "training_step" in vars(trainer) and trainer.training_step() == 1.0
+    assert "_run_epoch" not in vars(trainer)  # _guard_9: nothing to wrap, nothing set
+    cb.finish = lambda: {"powertrain/n_measured": 3.0}  # type: ignore[method-assign]
+    logged: list = []
+    trainer.log = logged.append
+    cb.on_train_end(None, None, None)  # type: ignore[arg-type]
+    assert logged == [{"powertrain/n_measured": 3.0}]
+    assert "training_step" not in vars(trainer)  # _unguard_1, _3: the wrapper removed
+    cb._trainer = None
+    state = types.SimpleNamespace(log_history=[], global_step=7)
+    cb.on_train_end(None, state, None)  # type: ignore[arg-type]
+    assert state.log_history == [{"powertrain/n_measured": 3.0, "step": 7}]
+
+
+# ------------------------------------------------------------ the pick, the stop --
+def test_the_fastest_measured_is_at_or_under_the_cap_and_none_is_minus_one():
+    """fastest_measured_10 (none as -2: the documented answer is -1)."""
+    from powertrain.decisions.candidates import fastest_measured
+
+    measured = np.array([True, True, False])
+    power, cost = np.array([30.0, 31.0, 10.0]), np.array([2.0, 1.0, 0.5])
+    assert fastest_measured(measured, power, cost, 30.0) == 0  # at the cap: fits
+    assert fastest_measured(measured, power, cost, 31.0) == 1
+    assert fastest_measured(measured, power, cost, 29.9) == -1  # the unmeasured 10 W: no
+
+
+def test_a_cap_left_without_a_pick_settles_only_where_nothing_can_fit():
+    """Terminator.__call___19: a multi-cap decision settles with a cap left without a pick
+    only where no unmeasured configuration can fit (beaten 0), never where one surely
+    would (beaten 1)."""
+    from powertrain.decisions.terminator import Standing, Terminator
+
+    rule = Terminator("settled", confidence=0.9, tolerance=0.005, budget=10)
+    picks = np.array([3, -1])
+
+    def standing(beaten_no_pick):
+        return Standing(picks, np.array([0.5, beaten_no_pick]), np.zeros(2), 0.0)
+
+    assert rule(standing(0.0), [(3, -1)], 3) == "settled"
+    assert rule(standing(1.0), [(3, -1)], 3) is None
+    assert rule(standing(0.5), [(3, -1)], 3) is None
+
+
+def test_saved_rows_become_the_tuners_measured_rows_with_what_they_carried():
+    """prior_rows_1-79 (the listed survivors): no samples, a missing column named, a row
+    of another configuration skipped (not the end), the window's counts and stability
+    carried (or unknown), the cap read from power_cap_w or cap (or unknown), the last
+    row of a configuration wins."""
+    import math
+
+    from powertrain.decisions.saved_profile import prior_rows
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+    cols = ["power_limit_w", "batch_size"]
+    assert prior_rows(cands, None, cols, "time_ms") == []  # type: ignore[arg-type]
+    assert prior_rows(cands, pd.DataFrame(), cols, "time_ms") == []
+    with pytest.raises(DataError, match=r"samples: missing column\(s\) time_ms, power_w"):
+        prior_rows(cands, cands, cols, "time_ms")
+    saved = pd.DataFrame({"power_limit_w": [300.0, 200.0, 100.0, 100.0], "batch_size": [16] * 4,
+                          "time_ms": [1.0, 2.0, 3.0, 4.0], "power_w": [9.0, 8.0, 7.0, 6.0],
+                          "n_minibatches": [5, 6, 7, 8], "n_power_samples": [50, 60, 70, 80],
+                          "stable": [True, False, True, False],
+                          "power_cap_w": [30.0, 31.0, 32.0, 33.0]})  # fmt: skip
+    rows = prior_rows(cands, saved, cols, "time_ms")
+    assert [(r["index"], r["time_ms"], r["power_w"]) for r in rows] == [
+        (1, 2.0, 8.0),
+        (0, 4.0, 6.0),
+    ]
+    assert [(r["n_minibatches"], r["n_power_samples"], r["stable"], r["cap"]) for r in rows] == [
+        (6, 60, False, 31.0), (8, 80, False, 33.0)]  # fmt: skip
+    assert all(r["given"] is True for r in rows)
+    bare = saved[["power_limit_w", "batch_size", "time_ms", "power_w"]].tail(1)
+    (row,) = prior_rows(cands, bare, cols, "time_ms")
+    assert math.isnan(row["n_minibatches"]) and math.isnan(row["n_power_samples"])
+    assert row["stable"] is True and math.isnan(row["cap"])
+    (row,) = prior_rows(cands, bare.assign(cap=25.0), cols, "time_ms")
+    assert row["cap"] == 25.0
+
+
+def test_lightning_starts_at_the_loaders_batch_size_or_none():
+    """lightning on_train_start_6 (a train loader without a batch_size: an error, not the
+    job's batch size left to the callback's own)."""
+    import types
+
+    pytest.importorskip("lightning")
+    from powertrain.integrations.lightning import PowerTrainCallback
+
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    cb = PowerTrainCallback(None, reference, 30.0)
+    found: list = []
+    cb.start_tuner = lambda b, notice: found.append(b)  # type: ignore[method-assign,assignment]
+    cb.on_train_start(types.SimpleNamespace(train_dataloader=[1, 2]), None)  # type: ignore[arg-type]
+    cb.on_train_start(types.SimpleNamespace(train_dataloader=types.SimpleNamespace(batch_size=8)),
+                      None)  # type: ignore[arg-type]  # fmt: skip
+    assert found == [None, 8]
+
+
+def test_a_controllers_pick_says_what_it_is_under_each_cap():
+    """CapController.config_for_47-117 (the listed survivors): the measured pick at
+    position 0, the cheapest unmeasured one within k_sigma, nothing that fits, each with
+    its cap, cost, confidence and reason."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 150.0, 200.0, 250.0],
+                        "cost": [4.0, 3.0, 2.0, 1.0], "power_w": [20.0, 22.0, 24.0, 40.0],
+                        "power_w_std": [5.0, 1.0, 1.0, 1.0],
+                        "measured": [1.0, 0.0, 0.0, 0.0]})  # fmt: skip
+    ctl = pt.CapController(est, ["power_limit_w"], k_sigma=2.0)
+    p = ctl.config_for(21.0)  # only the measured one fits (its own spread aside)
+    assert (p.power_cap_w, p.config, p.measured, p.cost, p.confidence, p.reason) == (
+        21.0,
+        {"power_limit_w": 100.0},
+        True,
+        4.0,
+        1.0,
+        "fastest measured",
+    )
+    p = ctl.config_for(19.0)  # nothing measured fits: 22 + 2 x 1 and 24 + 2 x 1 W do
+    assert p.power_cap_w == 19.0 and p.config is None and p.measured is False
+    assert (p.time, p.power_w, p.cost, p.confidence) == (None, None, None, 0.0)
+    assert p.reason == "no configuration fits under 19 W (lowest 20.0 W)"
+    ctl = pt.CapController(est.assign(measured=[0.0, 0.0, 0.0, 1.0]), ["power_limit_w"],
+                           k_sigma=2.0)  # fmt: skip
+    p = ctl.config_for(26.0)  # 100 W: 20 + 2 x 5 > 26; 150 and 200 W fit: 200 is cheaper
+    assert (p.power_cap_w, p.config, p.measured, p.cost, p.power_w) == (
+        26.0,
+        {"power_limit_w": 200.0},
+        False,
+        2.0,
+        24.0,
+    )
+    assert np.isnan(p.confidence)
+    assert p.reason == "nothing measured fits; predicted 24.0 W + 2 sigma"
+
+
+def test_the_first_cap_is_decided_without_a_cap_change_message():
+    """TunerLoop._new_cap_1 (the first cap announced as a change: "power cap now ... deciding
+    again" at 0 s, which the callbacks show as a notice)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, handle_signals=False, log=said.append)  # fmt: skip
+    with tuner.step():
+        pass
+    tuner.close()
+    assert said and not any(line.startswith("power cap now") for line in said)
+
+
+def test_a_tuner_under_which_nothing_fits_runs_the_lowest_power_with_a_warning():
+    """TunerLoop._settle_11 (nothing measured fits: the lowest measured power is found in
+    the rows measured)."""
+    tuner, _ = _counted_tuner([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 50.0)])
+    with pytest.warns(RuntimeWarning, match="nothing measured fits under 30 W: lowest power"):
+        from test_engine import settle
+
+        settle(tuner)
+    s = tuner.close()
+    assert s.config is not None and s.config["power_limit_w"] == 100.0 and s.power_w == 40.0
+
+
+def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_nothing_boardless(
+    tmp_path,
+):
+    """TunerHooks._earlier_14 (an empty profile file taken over the last run's rows),
+    _save_1 (a tuner without a board saved from)."""
+    from powertrain.backends import TwinBackend
+
+    hooks, _ = _hooks(_FakeTunerForHooks(config=None))
+    hooks.board = TwinBackend(pt.Twin("orin-agx", "mobilenetv3", seed=0))
+    hooks.profile = tmp_path / "profile.csv"
+    hooks.profile.write_text("")
+    kept = pd.DataFrame({"power_limit_w": [100.0]})
+    hooks._kept = kept
+    assert hooks._earlier() is kept
+    hooks.tuner.board = None  # an inert tuner: nothing to save
+    hooks._save()
+    assert hooks.profile.read_text() == ""

@@ -307,9 +307,11 @@ class Tuner(TunerLoop):
         atexit.unregister(self.close)
         try:
             if self.board is not None:
-                with contextlib.suppress(Exception), blocked():
-                    self.board.on_error()
-                    self.board.close()
+                with blocked():
+                    with contextlib.suppress(Exception):
+                        self.board.on_error()
+                    with contextlib.suppress(Exception):  # close restores even then
+                        self.board.close()
         finally:
             self._signals.uninstall()
 
