@@ -18,7 +18,7 @@ from powertrain.decisions.candidates import cost_factor
 from powertrain.decisions.samplers import SAMPLERS, make_sampler
 from powertrain.decisions.samplers.base import Sampler
 from powertrain.decisions.samplers.contest import contest
-from powertrain.decisions.settings import cap_weights, check_caps
+from powertrain.decisions.settings import cap_weights, check_budget, check_caps
 from powertrain.decisions.terminator import Standing, Terminator
 from powertrain.errors import DataError
 
@@ -328,3 +328,20 @@ def test_a_saved_cap_table_names_its_board_and_an_over_cap_pick_is_refused(table
     tampered.to_csv(path, index=False)
     with pytest.raises(DataError, match="row 1: the pick draws 99 W, over its 20 W cap"):
         load_table(path)
+
+
+def test_a_budget_too_small_for_a_transfer_is_refused_before_anything_is_measured(table, reference):
+    """decide and the Tuner both: with a budget of 4 and 5 knobs the start was cut to 4,
+    measured, and the transfer after it failed ("needs at least 5"): board time lost."""
+    board = ReplayBackend(table)
+    with pytest.raises(DataError, match=r"^budget must be >= 5 .* 0 given\), got 4$"):
+        pt.decide(board, reference, 30.0, budget=4, transfer_options=QUICK)
+    assert board.n_measured == 0
+    with pytest.raises(DataError, match=r"^budget must be >= 5 "):
+        pt.Tuner(ReplayBackend(table), reference, 30.0, budget=4)
+    # a reference of two knobs (a GPU's) transfers from three rows; rows given count
+    knobs, cols = ("power_limit_w", "batch_size"), ("power_limit_w", "threads", "batch_size")
+    check_budget(3, 0, knobs, cols)
+    check_budget(1, 2, knobs, cols)
+    with pytest.raises(DataError, match=r"^budget must be >= 3 .* 0 given\), got 2$"):
+        check_budget(2, 0, knobs, cols)

@@ -18,16 +18,15 @@ own forecasts were off; the earlier loop (``"contest"``) draws each one independ
 which overstates the chance that *some* unmeasured one wins, so it errs on measuring
 more; ``"random"`` is the floor (uniform draws).
 
-The loop: measure ``start`` configurations (spread over the reference's predicted power
-on its own device, else over the device's strata), transfer, then ``per_round`` at a
-time, re-transferring after each round. "table" measures what removes the most expected
-loss summed over the caps and what is expected to improve most on the picks by itself;
-it stops "settled" when the weighted expected loss is within ``tolerance`` and every cap
-where something may fit has a pick (:attr:`Decision.expected_loss`, per cap in
-:meth:`Decision.table`). "contest" uses per-cap expected improvement and stops "stable"
-after ``patience`` rounds. Each stops "confident" when every cap's pick is unbeaten with
-chance ``confidence``, or at the budget. A cap under which nothing measured fits gets
-``config=None`` and a reason; ``hard_cap`` is off by default: its regret is higher.
+The loop: measure ``start`` configurations (spread over the reference's predicted power on
+its own device, else the strata), transfer, then ``per_round`` a round. "table" measures
+what removes the most expected loss summed over the caps and what is expected to improve
+most on the picks by itself; it stops "settled" when the weighted expected loss is within
+``tolerance`` and every cap where something may fit has a pick
+(:attr:`Decision.expected_loss`, per cap in :meth:`Decision.table`). "contest" uses per-cap
+expected improvement and stops "stable" after ``patience`` rounds. Each stops "confident"
+when every cap's pick is unbeaten with chance ``confidence``, or at the budget. A cap where
+nothing measured fits gets ``config=None``; ``hard_cap`` is off: its regret is higher.
 
 ``decide`` is a thin driver of the engine (:mod:`~powertrain.decisions.study`): it asks
 the study what to measure, measures it on the board, tells the study, and returns the
@@ -58,6 +57,7 @@ from .settings import (
     Settings,
     cap_weights,
     check_board,
+    check_budget,
     check_caps,
     check_reference,
     check_samples,
@@ -291,6 +291,7 @@ def open_study(
     weights = cap_weights(power_cap_w, caps, s.cap_weights)
     cands = candidates_for(board, inputs, candidates, batch_size)
     check_size(len(caps), len(cands))
+    check_budget(s.budget, 0 if samples is None else len(samples), inputs, board.config_columns)
     study = Study(
         cands, reference, caps, s, sampler, factor=cost_factor(cands, r, time_col),
         weights=weights, device=board.device, transfer_options=transfer_options,

@@ -216,6 +216,20 @@ def check_board(board: Any) -> Any:
         raise DataError(f"board: {e}") from None
 
 
+def check_budget(budget: int, given: int, inputs: Sequence[str], columns: Sequence[str]) -> None:
+    """A budget too small for the first transfer (one measured row per knob the reference
+    reads, and at least :data:`~powertrain.predictor.checks.MIN_SAMPLES`, ``given``
+    rows counted) is refused before anything is measured, not after."""
+    from ..predictor.checks import MIN_SAMPLES
+
+    need = max(MIN_SAMPLES, sum(1 for c in inputs if c in set(columns)))
+    if budget + given < need:
+        raise DataError(
+            f"budget must be >= {need - given} (a transfer needs at least {need} measured "
+            f"configurations, {given} given), got {budget}"
+        )
+
+
 def check_samples(samples: Any) -> Any:
     """Earlier measurements to start from (``samples``): None, or a table every row of
     which is a measurement (:func:`~powertrain.schema.check_measurements`), else an error:

@@ -46,6 +46,7 @@ from .settings import (
     Settings,
     cap_schedule,
     check_board,
+    check_budget,
     check_reference,
     check_samples,
     integer,
@@ -110,11 +111,10 @@ class Tuner(TunerLoop):
         current configuration, so the training thread does not wait for it.
     hard_cap : bool
         Explore only inside the cap's safe set (:mod:`~powertrain.decisions.hard_cap`):
-        known-safe start, the model's 99 % upper bound near the known set, expanders
-        towards what is not yet known safe, a step back when the cap is hit. Off by
-        default: on the twin its regret is far above the plain Tuner's
-        (tuning_regret_hardcap). Either way each decision row and the summary carry
-        the share of measuring time and energy over the cap, by the readings.
+        known-safe start, a 99 % upper bound near the known set, expanders towards the
+        rest, a step back when the cap is hit. Off by default: its regret is far above
+        the plain Tuner's (tuning_regret_hardcap). Each decision row and the summary
+        carry the share of measuring time and energy over the cap, by the readings.
     """
 
     def __init__(
@@ -195,6 +195,8 @@ class Tuner(TunerLoop):
         missing = [c for c in cols if c not in self.candidates_.columns]
         if missing:
             raise DataError(f"candidates: missing column(s) {', '.join(missing)}")
+        n_given = 0 if self._samples is None else len(self._samples)
+        check_budget(self.settings.budget, n_given, self.inputs, cols)
         self._factor = cost_factor(self.candidates_, r, self.time_column)
 
     # ------------------------------------------------------------ the loop's face --
