@@ -345,3 +345,27 @@ def test_a_budget_too_small_for_a_transfer_is_refused_before_anything_is_measure
     check_budget(1, 2, knobs, cols)
     with pytest.raises(DataError, match=r"^budget must be >= 3 .* 0 given\), got 2$"):
         check_budget(2, 0, knobs, cols)
+
+
+def test_a_new_cap_gets_a_fresh_budget_fast():
+    """The fast twin of test_a_new_cap_gets_a_fresh_budget (slow, on the twin): a
+    replayed GPU of twelve power limits, budget 3 per cap; after the cap drops the
+    tuner measures again (1-3 more, not 0: the per-cap budget is reset) and settles
+    under the new cap."""
+    lim = np.arange(100.0, 701.0, 50.0)
+    rows = [(w, 16, 2e3 / np.sqrt(w), w / 2) for w in lim]
+    sched = pt.CapSchedule(steps=[(0, 200.0), (100.0, 120.0)])
+    tuner = pt.Tuner(gpu_board(rows), gpu_reference(), sched, budget=3, batch_size=16,
+                     minibatches=3, transfer_options=QUICK, log=lambda s: None)  # fmt: skip
+    job = Job()
+    for _ in range(5_000):
+        with tuner.step():
+            job.step()
+        if len(tuner.decisions) == 2:
+            break
+    first, second = tuner.decisions
+    seen = tuner.measurements()
+    assert first["measured"] == 3 == (seen.cap == 200.0).sum()
+    assert 1 <= second["measured"] == (seen.cap == 120.0).sum() <= 3
+    assert first["power_w"] <= 200.0 and second["power_w"] <= 120.0
+    tuner.close()
