@@ -1,12 +1,12 @@
 """The Tuner inside a real training job on a real GPU: our H200 runs.
 
 Measured by ``tools/tune_on_gpu.py`` on a lent NVIDIA H200 (datasets/measured/h200/
-tuner-l4/ and tuner-l5/, one device call each, hands-off: the card's 700 W limit and own
+tuner-l4/, -l5/ and -l6/, one device call each, hands-off: the card's 700 W limit and own
 clocks, read before and after by ``nvidia-smi``): the GPT-style decoder of the corpus
 trained in real torch while ``pt.Tuner`` chose CPU threads x batch size (24 configurations) under a
 500 W cap, cost per sample (r = 1 epoch at every size), budget 20, with a reference
-fitted on the card's ResNet-18 corpus (another workload). Two sessions of the same
-script and seeds, on two versions of ``hard_cap`` (:data:`SESSIONS`). Per run it prints:
+fitted on the card's ResNet-18 corpus (another workload). Three sessions of the same
+script, on two versions of ``hard_cap`` (:data:`SESSIONS`). Per run it prints:
 
 * what the tuner measured and picked, and why it stopped;
 * the measured share of exploring time and energy over the cap (the Tuner's own rows,
@@ -36,6 +36,7 @@ DATA = ROOT / "datasets" / "measured" / "h200"
 SESSIONS = {
     "tuner-l4": "1507e16: hard_cap with a 95 % bound, unsafe choices masked",
     "tuner-l5": "5f55281: hard_cap with a 99 % bound and expanders",
+    "tuner-l6": "1584ba3: as tuner-l5 (hard_cap unchanged), seeds 2 and 3",
 }
 KEY = ["threads", "batch_size"]
 WORKLOAD = "gpt-small"

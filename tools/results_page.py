@@ -70,8 +70,8 @@ ABOUT = {
     "(NVML's one-second average power against its instantaneous field) and between the "
     "settled and the fixed 40-minibatch protocol, with the board seconds each spent.",
     "tuner_real_gpu": "`pt.Tuner` inside a real training job on the lent H200 "
-    "(`benchmarks/tuner_real_gpu.py`, datasets/measured/h200/tuner-l4/ and tuner-l5/, "
-    "two sessions on two versions of `hard_cap`, hands-off): the GPT "
+    "(`benchmarks/tuner_real_gpu.py`, datasets/measured/h200/tuner-l4/, -l5/ and -l6/, "
+    "three sessions on two versions of `hard_cap`, hands-off): the GPT "
     "decoder trained while the Tuner chose CPU threads x batch size under a 500 W cap, "
     "budget 20, the reference fitted on the card's ResNet-18 corpus. Per run: the pick, the "
     "measured share of exploring time and energy over the cap, the training thread's wait "
