@@ -339,6 +339,12 @@ def test_a_budget_too_small_for_a_transfer_is_refused_before_anything_is_measure
     assert board.n_measured == 0
     with pytest.raises(DataError, match=r"^budget must be >= 5 "):
         pt.Tuner(ReplayBackend(table), reference, 30.0, budget=4)
+    # rows given count towards the first transfer: 4 given and a budget of 1 measure one
+    # more, then transfer (the start was cut to the budget and transferred from 4: an error)
+    given = ReplayBackend(table).measure(table.iloc[:4])
+    d = pt.decide(ReplayBackend(table), reference, 30.0, budget=1, samples=given,
+                  transfer_options=QUICK)  # fmt: skip
+    assert d.n_measured == 1 and d.stop_reason == "budget"
     # a reference of two knobs (a GPU's) transfers from three rows; rows given count
     knobs, cols = ("power_limit_w", "batch_size"), ("power_limit_w", "threads", "batch_size")
     check_budget(3, 0, knobs, cols)

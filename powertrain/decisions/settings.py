@@ -98,7 +98,8 @@ class Settings:
                 f"start must be an integer >= {least} (a transfer needs at least "
                 f"{MIN_TRANSFER} measured configurations), got {start!r}"
             )
-        self.start = min(int(start), int(self.budget))
+        # measured before the first transfer, the given ones included: at most all there is
+        self.start = min(int(start), int(self.budget) + int(given))
         return self
 
 
