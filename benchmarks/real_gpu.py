@@ -38,6 +38,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from results_file import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "measured" / "h200"
@@ -168,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, clocks = card(args.data)
     result = {"gpu": gpu, "data": str(shown), "compare": compare(args.data), "card": rows,
               "clocks": clocks}  # fmt: skip
-    text = show(result)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-        args.json.with_suffix(".txt").write_text(text + "\n")
+    publish(result, show(result), args.json)
     return 0
 
 

@@ -37,6 +37,15 @@ def write(path: str | Path, data: dict, keep: tuple[str, ...] = ()) -> Path:
     return path
 
 
+def publish(result: dict, text: str, path: Path | None) -> None:
+    """Print a small benchmark's table ``text``; with ``path``, also write ``result`` there
+    whole (no records to leave out) and ``text`` to the ``.txt`` beside it."""
+    print(text)
+    if path is not None:
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        path.with_suffix(".txt").write_text(text + "\n")
+
+
 def load(path: str | Path) -> dict:
     """A saved run with its records: the detail file where ``path`` keeps summaries only.
 

@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from results_file import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "measured" / "h200"
@@ -114,11 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data
     runs, best = rows(args.data)
     result = {"data": str(shown), "sessions": SESSIONS, "judge_best": best, "runs": runs}
-    text = show(result)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-        args.json.with_suffix(".txt").write_text(text + "\n")
+    publish(result, show(result), args.json)
     return 0
 
 

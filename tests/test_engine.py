@@ -53,6 +53,18 @@ def settle(tuner: pt.Tuner, steps: int = 5000) -> pt.Tuner:
     return tuner
 
 
+def decide_twice(tuner: pt.Tuner, steps: int) -> tuple[dict, dict]:
+    """Train until the tuner has made two decisions (a cap change): both decisions."""
+    job = Job()
+    for _ in range(steps):
+        with tuner.step():
+            job.step()
+        if len(tuner.decisions) == 2:
+            break
+    first, second = tuner.decisions
+    return first, second
+
+
 def gpu_board(rows: list[tuple[float, int, float, float]]) -> ReplayBackend:
     """A replayed GPU: (power limit, batch size, ms a minibatch, W) per configuration."""
     df = pd.DataFrame(rows, columns=[*GPU, "time_ms", "power_w"])
@@ -300,13 +312,7 @@ def test_a_new_cap_gets_a_fresh_budget(reference):
     sched = pt.CapSchedule(steps=[(0, 30.0), (200.0, 20.0)])
     tuner = pt.Tuner(twin(), reference, sched, budget=6, minibatches=5, transfer_options=QUICK,
                      log=lambda s: None)  # fmt: skip
-    job = Job()
-    for _ in range(20_000):
-        with tuner.step():
-            job.step()
-        if len(tuner.decisions) == 2:
-            break
-    first, second = tuner.decisions
+    first, second = decide_twice(tuner, 20_000)
     rows = tuner.measurements()
     assert first["measured"] == 6 == (rows.cap == 30.0).sum()  # the first cap's budget spent
     assert 1 <= second["measured"] == (rows.cap == 20.0).sum() <= 6  # and a new one
@@ -363,13 +369,7 @@ def test_a_new_cap_gets_a_fresh_budget_fast():
     sched = pt.CapSchedule(steps=[(0, 200.0), (100.0, 120.0)])
     tuner = pt.Tuner(gpu_board(rows), gpu_reference(), sched, budget=3, batch_size=16,
                      minibatches=3, transfer_options=QUICK, log=lambda s: None)  # fmt: skip
-    job = Job()
-    for _ in range(5_000):
-        with tuner.step():
-            job.step()
-        if len(tuner.decisions) == 2:
-            break
-    first, second = tuner.decisions
+    first, second = decide_twice(tuner, 5_000)
     seen = tuner.measurements()
     assert first["measured"] == 3 == (seen.cap == 200.0).sum()
     assert 1 <= second["measured"] == (seen.cap == 120.0).sum() <= 3

@@ -29,7 +29,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,7 @@ from powertrain.decisions.safe_set import over_cap_share
 from powertrain.steps.model_step import ModelStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collect_gpu_corpus import Tokens, gpt_small  # noqa: E402
+from collect_gpu_corpus import make_steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "datasets/measured/h200/instant-fixed-s0-l3/nvidia-h200_resnet18.csv"
@@ -59,18 +59,9 @@ def reference(csv: Path, epochs: int) -> pt.Predictor:
 
 
 def job(small: bool, device: str) -> ModelStep:
-    """The GPT-style decoder's training step (tiny with ``small``: a CPU test)."""
-    import torch
-
-    torch.manual_seed(0)
-    vocab, d_model, layers, seq = (32, 16, 1, 8) if small else (8192, 512, 6, 256)
-    ce = torch.nn.CrossEntropyLoss()
-
-    def lm_loss(logits: Any, y: Any) -> Any:
-        return ce(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-
-    model = gpt_small(vocab, d_model, layers, seq)
-    return ModelStep(model, Tokens(4096, seq, vocab), loss_fn=lm_loss, device=device)
+    """The GPT-style decoder's training step of the corpus (tiny with ``small``: a CPU
+    test): the same model, data and seed as ``collect_gpu_corpus.py`` measured."""
+    return cast(ModelStep, make_steps(small, device, ("gpt-small",))["gpt-small"].fn)
 
 
 def one_run(name: str, ref: pt.Predictor, args: argparse.Namespace,
@@ -90,13 +81,15 @@ def one_run(name: str, ref: pt.Predictor, args: argparse.Namespace,
         r=r, transfer_options={"epochs": args.transfer_epochs}, log=print, **tuner_kw,
     )  # fmt: skip
     cuda = step.device.type == "cuda"
-    rows, after, t_start = [], 0, time.monotonic()
+    rows: list[dict] = []
+    after, t_start = 0, time.monotonic()
     with tuner:
         while after < args.after and time.monotonic() < deadline:
             h0 = time.perf_counter()
             tuner.on_step_begin()
             h1 = time.perf_counter()
             b = tuner.batch_size
+            assert b is not None  # the grid's batch sizes: set from the first step
             step(b)
             if cuda:
                 torch.cuda.synchronize()
@@ -163,9 +156,9 @@ def main(argv: list[str] | None = None, nvml: Any = None) -> int:
         given = sys.argv[1:] if argv is None else argv
         record = {"argv": given, "runs": runs}
         (out / "runs.json").write_text(json.dumps(record, indent=1, default=str))
+    keep = ["run", "finished", "steps", "config", "power_w", "n_measured", "stop_reason"]
+    keep += ["over_cap_time_share", "wait_s_exploring", "wait_ms_max", "step_ms_median"]
     for r in runs:
-        keep = ("run", "finished", "steps", "config", "power_w", "n_measured", "stop_reason")
-        keep += ("over_cap_time_share", "wait_s_exploring", "wait_ms_max", "step_ms_median")
         print({k: r[k] for k in keep})
     return 0
 
