@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from powertrain.decisions.loss import CLIP, table_loss
+from powertrain.decisions.loss import CLIP, assess, table_loss
 from powertrain.decisions.posterior import (
     CLIP_Z,
     PRIOR_N,
@@ -43,6 +43,26 @@ def test_a_measurement_pulls_its_neighbours_and_shrinks_their_spread():
     assert g[20].mean() == pytest.approx(2.0, abs=0.2)  # what was measured, up to its noise
     assert g[20].std() < 0.3 and g[21].std() < 0.5 and g[0].std() > 0.8
     assert g[21].mean() > 1.5 and abs(g[0].mean()) < 0.3  # a near one follows, a far one not
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_measured_surprise_moves_its_neighbours_forecasts_the_same_way(sign):
+    """The residuals the field is conditioned on are measured minus predicted: a mode
+    measured 20 % slower and 2 W hungrier than predicted makes its neighbours' forecasts
+    slower and hungrier too (faster and leaner when it measured under). With the sign
+    flipped the neighbours of a power-hungry measurement would look leaner under the cap."""
+    x, n = _line(), len(_line())
+    measured = np.zeros(n, bool)
+    measured[20] = True
+    time, power = 100.0 * 1.2**sign, 20.0 + 2 * sign
+    values = (np.where(measured, time, np.nan), np.where(measured, power, np.nan))
+    pred = (np.full(n, 100.0), np.full(n, 10.0), np.full(n, 20.0), np.full(n, 1.0))  # +-10 %
+    a = assess(pred, measured, values, x, np.array([30.0]), np.ones(n), False, 2000,
+               np.random.default_rng(0), Field())  # fmt: skip
+    assert 21 in a.rivals and 19 in a.rivals
+    for near in (19, 21):
+        assert sign * (a.forecast[0, near] - np.log(100.0)) > 0.5 * np.log(1.2)  # log time
+        assert sign * (a.forecast[2, near] - 20.0) > 1.0  # power: most of the 2 W
 
 
 def test_the_loss_is_how_much_slower_the_pick_may_be_and_goes_to_who_wins():

@@ -1,6 +1,7 @@
 """tools/import_zeus.py and tools/import_perseus.py take any GPU of their release."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -165,4 +166,48 @@ def test_zeus_negative_or_infinite_values_are_refused(tmp_path, capsys, value):
     assert zeus.main(["--source", str(src), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert "row 1, column 'time_per_epoch': not a finite positive number" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("tool", ["import_perseus", "import_zeus"])
+def test_importers_refuse_a_read_only_out_in_one_line(tmp_path, capsys, tool):
+    """An --out that cannot be created (a read-only folder) is one line naming it, like
+    an --out that is a file; nothing half written."""
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir()
+        (tmp_path / "ro").chmod(0o500)
+        out = tmp_path / "ro" / "o"
+    elif Path("/sys/kernel").is_dir():  # root writes to read-only folders, not to sysfs
+        out = Path("/sys/powertrain-import-test")
+    else:
+        pytest.skip("no read-only folder for root on this system")
+    module = _tool(tool)
+    if tool == "import_perseus":
+        src = _perseus_source(tmp_path)
+    else:
+        if not ZEUS.is_dir():
+            pytest.skip(f"the Zeus traces are not at {ZEUS}")
+        src = tmp_path / "src"
+        src.mkdir()
+        for f in ("summary_train.csv", "summary_power_a40.csv", "LICENSE"):
+            shutil.copy(ZEUS / f, src / f)
+    assert module.main(["--source", str(src), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"--out {out}: cannot write it" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.skipif(not ZEUS.is_dir(), reason=f"the Zeus traces are not at {ZEUS}")
+def test_zeus_a_latin1_byte_is_one_line_and_writes_nothing(tmp_path, capsys):
+    zeus = _tool("import_zeus")
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ("summary_train.csv", "LICENSE"):
+        shutil.copy(ZEUS / f, src / f)
+    lines = (ZEUS / "summary_power_a40.csv").read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].rstrip(b"\n") + b"\xe9\n"  # a latin-1 byte in the second row
+    (src / "summary_power_a40.csv").write_bytes(b"".join(lines))
+    assert zeus.main(["--source", str(src), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "summary_power_a40.csv: not UTF-8 text" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
