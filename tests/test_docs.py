@@ -299,3 +299,41 @@ def test_the_api_pages_entries_have_parameters_and_returns_sections():
                 if gaps:
                     missing[name] = gaps
     assert missing == {}
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_a_fresh_make_test_can_build_the_site_strictly():
+    """`make test` installs the dev extra and runs every test: without the docs extra's
+    packages in dev, test_the_site_builds_strictly skipped on every fresh set-up."""
+    extras = _pyproject()["project"]["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\s<>=!~\[;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    assert {"mkdocs", "mkdocstrings"} <= names(extras["docs"])
+    assert names(extras["docs"]) <= names(extras["dev"])
+    make = (ROOT / "Makefile").read_text()
+    assert 'pip install -q -e ".[dev]"' in make
+    assert re.search(r"^test: setup\n\t\$\(PYTEST\)\n", make, re.M)  # no marker left out
+
+
+def test_the_mutation_run_takes_the_tests_that_judge_selects_labels():
+    """select's labels ("measured", "predicted with a margin", "predicted") are mutated
+    with powertrain/decisions/selection.py; the test files that assert them must be in
+    the mutation run's selection, or their mutants survive for want of a test."""
+    config = _pyproject()["tool"]["mutmut"]
+    assert "powertrain/decisions/selection.py" in config["only_mutate"]
+    selection = set(config["pytest_add_cli_args_test_selection"])
+    judging = {
+        f"tests/{p.name}"
+        for p in (ROOT / "tests").glob("test_*.py")
+        if 'attrs["how"]' in p.read_text() and p.name != Path(__file__).name
+    }
+    assert {"tests/test_first_contact.py", "tests/test_measured_rule.py"} <= judging
+    assert judging <= selection, f"not in [tool.mutmut]: {sorted(judging - selection)}"
+    assert all((ROOT / t).is_file() for t in selection)
