@@ -238,6 +238,7 @@ def test_cap_weights_follow_their_caps_when_the_caps_are_sorted(table, reference
         (dict(board="orin-agx"), "board: cannot profile a str"),
         (dict(board=42), "board: cannot profile a int"),
         (dict(reference=None), "reference must be a fitted powertrain.Predictor"),
+        (dict(reference=pt.Predictor()), "reference must be a fitted .* got Predictor$"),
         (dict(seed=-1), "seed must be an integer >= 0"),
         (dict(power_cap_w=lambda t, n: -5.0), "cap schedule returned -5.0 at 0 s"),
         (dict(power_cap_w=lambda t, n: 0), "cap schedule returned 0 at 0 s"),
