@@ -362,17 +362,18 @@ def test_a_budget_too_small_for_a_transfer_is_refused_before_anything_is_measure
 
 def test_a_new_cap_gets_a_fresh_budget_fast():
     """The fast twin of test_a_new_cap_gets_a_fresh_budget (slow, on the twin): a
-    replayed GPU of twelve power limits, budget 3 per cap; after the cap drops the
-    tuner measures again (1-3 more, not 0: the per-cap budget is reset) and settles
-    under the new cap."""
+    replayed GPU of thirteen power limits, budget 6 per cap; after the cap drops the
+    tuner measures again (1-6 more, not 0: the per-cap budget is reset) and settles
+    under the new cap. At budget 3 the first decision's start alone measured twice under
+    the new cap, so the earlier rows told as resumed (the budget not reset) passed."""
     lim = np.arange(100.0, 701.0, 50.0)
     rows = [(w, 16, 2e3 / np.sqrt(w), w / 2) for w in lim]
     sched = pt.CapSchedule(steps=[(0, 200.0), (100.0, 120.0)])
-    tuner = pt.Tuner(gpu_board(rows), gpu_reference(), sched, budget=3, batch_size=16,
+    tuner = pt.Tuner(gpu_board(rows), gpu_reference(), sched, budget=6, batch_size=16,
                      minibatches=3, transfer_options=QUICK, log=lambda s: None)  # fmt: skip
     first, second = decide_twice(tuner, 5_000)
     seen = tuner.measurements()
-    assert first["measured"] == 3 == (seen.cap == 200.0).sum()
-    assert 1 <= second["measured"] == (seen.cap == 120.0).sum() <= 3
+    assert first["measured"] == 6 == (seen.cap == 200.0).sum()
+    assert 1 <= second["measured"] == (seen.cap == 120.0).sum() <= 6
     assert first["power_w"] <= 200.0 and second["power_w"] <= 120.0
     tuner.close()
