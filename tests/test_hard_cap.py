@@ -4,6 +4,7 @@ exploring itself stays under the cap, not only the pick."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import pytest
 from test_tuner import QUICK, Job
 
 import powertrain as pt
-from powertrain.backends import ReplayBackend
 from powertrain.errors import DataError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import hardcap_replay  # noqa: E402
 
 MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
 
@@ -170,92 +173,17 @@ def test_what_is_not_yet_safe_is_approached_through_its_nearest_safe_neighbour(r
 
 
 # ------------------------------------------------- a replayed H200, its own readings --
-H200 = Path(__file__).resolve().parents[1] / "datasets" / "measured" / "h200"
-GPT = ["threads", "batch_size"]
-
-
-class ReadingsReplay(ReplayBackend):
-    """One H200 run of the GPT decoder replayed with what it recorded per configuration:
-    its minibatch times in order and its instantaneous power readings (every 50 ms, at
-    their times since the configuration was set), both repeated when a configuration
-    runs longer than it was recorded."""
-
-    def __init__(self, run: str):
-        stem = H200 / run / "nvidia-h200_gpt-small"
-        super().__init__(
-            pd.read_csv(f"{stem}.csv").drop(columns=["device", "num_workers"]), config_columns=GPT,
-            seconds_per_config=1.0, sample_period_s=0.05,
-        )  # fmt: skip
-        self.mb = pd.read_csv(f"{stem}.minibatches.csv.gz")
-        self.pw = pd.read_csv(f"{stem}.power.csv.gz")
-        self.traces: list[tuple[float, np.ndarray]] = []  # (set at, [t since, W])
-        self._ms: list[float] = []
-
-    def configure(self, config):
-        super().configure(config)
-        t, b = config["threads"], config["batch_size"]
-        m = self.mb[(self.mb.threads == t) & (self.mb.batch_size == b)].sort_values("start_s")
-        w = self.pw[(self.pw.threads == t) & (self.pw.batch_size == b)]
-        t0 = m.start_s.iloc[0]
-        w = w[w.t_s >= t0].sort_values("t_s")
-        self._ms, self._k = m.time_ms.tolist(), 0
-        self.traces.append((self._t, np.column_stack([w.t_s - t0, w.power_w])))
-
-    def run_minibatch(self) -> float:
-        ms = float(self._ms[self._k % len(self._ms)])
-        self._k += 1
-        self._t += ms / 1e3
-        return ms
-
-    def power_samples(self, start: float, end: float) -> np.ndarray:
-        end = min(end, self._t)
-        out = []
-        for i, (at, trace) in enumerate(self.traces):
-            until = self.traces[i + 1][0] if i + 1 < len(self.traces) else end
-            span = trace[-1, 0] + self.sample_period_s
-            for rep in range(int((until - at) / span) + 1):
-                t = at + rep * span + trace[:, 0]
-                keep = (t >= max(start, at)) & (t < min(end, until))
-                out.append(np.column_stack([t[keep], trace[keep, 1]]))
-        return np.concatenate(out) if out else np.empty((0, 2))
-
-
-def h200_reference() -> pt.Predictor:
-    """tools/tune_on_gpu.py's reference: the card's ResNet-18 corpus (another workload),
-    over threads x batch size (a short fit: the test checks the loop, not the model)."""
-    from powertrain.predictor.estimator import PowerTrainMLP
-
-    table = pd.read_csv(H200 / "instant-fixed-s0-l3" / "nvidia-h200_resnet18.csv")
-    return pt.Predictor(
-        PowerTrainMLP(epochs=60), inputs=("threads", "batch_size"),
-        targets=("time_ms", "power_w"), progress=False,
-    ).fit(table)  # fmt: skip
-
-
 def test_on_a_replayed_h200_the_safe_set_grows_past_its_start_and_steps_back_on_the_mean():
     """The H200 runs' failure, replayed from the card's own readings: every hard-cap run
     stopped after its 5 start configurations ("exhausted") and two were tripped by
     515-539 W readings at configurations averaging under the 500 W cap. Now the safe set
     grows one configuration at a time past the start, and a step back happens only where
     the replayed readings average over the cap."""
-    sizes = [4, 8, 12, 16, 24, 32, 48, 64]
-    grid = pd.DataFrame([(t, b) for t in (1, 4, 16) for b in sizes], columns=GPT)
-    ref = h200_reference()
+    ref = hardcap_replay.reference(epochs=60)  # short fits: the loop is checked, not the model
     for run in ("instant-fixed-s0", "instant-fixed-s1"):
-        board = ReadingsReplay(run)
-        tuner = pt.Tuner(
-            board, ref, 500.0, budget=12, candidates=grid, batch_size=list(sizes),
-            r=pd.DataFrame({"batch_size": sizes, "epochs": 1.0}), hard_cap=True,
-            transfer_options={"epochs": 20}, log=lambda s: None, seed=0,
-        )  # fmt: skip
-        job = Job()
-        with warnings.catch_warnings(), tuner:
-            warnings.simplefilter("ignore")
-            for _ in range(20000):
-                with tuner.step():
-                    job.step()
-                if tuner.settled:
-                    break
+        board = hardcap_replay.ReadingsReplay(run)
+        tuner = hardcap_replay.tune(board, ref, budget=12, seed=0, epochs=20)
+        grid = tuner.candidates_
         s = tuner.summary()
         rows = tuner.measurements()
         assert s.n_measured > 5, (run, s.stop_reason)  # past the start (10-11 measured)
