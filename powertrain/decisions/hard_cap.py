@@ -22,7 +22,7 @@ study's filter of what it may ask for. Four places:
   set grows by one configuration, the unmeasured one nearest those measured under the
   cap that the model's mean puts under it (:meth:`SafeSet.grow`), instead of stopping
   "exhausted" after the start (every H200 run did, docs/method-notes.md);
-* the step back (the Tuner, each step from the warm-up minibatch on): once the mean
+* the step back (the Tuner, each step from the first timed minibatch on): once the mean
   of a probe's readings is over the cap beyond their noise (:meth:`SafeSet.step_back`;
   the noise pooled with the windows measured before, :func:`reading_noise`), the
   configuration, and what the physics puts above it, is marked unsafe and left at the

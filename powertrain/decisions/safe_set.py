@@ -127,7 +127,7 @@ class SafeSet:
         self, index: int, readings: Sequence[float], noise: tuple[float, int] = (0.0, 0)
     ) -> bool:
         """Whether the board must leave configuration ``index`` at once: the mean of its
-        ``readings`` (W, since its power settled) is over the cap by more than a one-sided
+        ``readings`` (W, since it was set) is over the cap by more than a one-sided
         z (of :attr:`confidence`) times its standard error. The readings' spread is pooled
         with ``noise`` (:func:`reading_noise` of the windows measured before), so a few
         readings that happen to agree are not taken as exact. With no spread known yet
