@@ -36,7 +36,9 @@ SHOWN = [
 ABOUT = (
     "tuner-safe: pt.Tuner(hard_cap=True), exploring only inside the cap's safe set "
     "(powertrain.decisions.hard_cap: a 99 % upper bound on the transferred model's "
-    "power, expanders towards what is not yet known safe); tuner-bg: background=True, "
+    "power, expanders towards what is not yet known safe, grown by one configuration "
+    "when nothing in reach is, a step back when the mean of a probe's readings is over "
+    "the cap beyond their noise); tuner-bg: background=True, "
     "each step also sleeping its simulated time. The stall seconds are host time (inside "
     "the tuner's hooks) on the machine that ran this, inflated by whatever else ran "
     "there; every other figure is fixed by the seeds, except tuner-bg's (how many steps "

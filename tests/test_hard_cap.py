@@ -4,7 +4,9 @@ exploring itself stays under the cap, not only the pick."""
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,9 @@ from test_tuner import QUICK, Job
 
 import powertrain as pt
 from powertrain.errors import DataError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import hardcap_replay  # noqa: E402
 
 MODE = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"]
 
@@ -165,3 +170,34 @@ def test_what_is_not_yet_safe_is_approached_through_its_nearest_safe_neighbour(r
     assert "not yet known safe (wins)" in why[0]
     safe_j = int(np.flatnonzero(ok & ~study.measured)[0])
     assert list(study.hard.keep_safe(np.array([safe_j]), ["wins"])[0]) == [safe_j]
+
+
+# ------------------------------------------------- a replayed H200, its own readings --
+def test_on_a_replayed_h200_the_safe_set_grows_past_its_start_and_steps_back_on_the_mean():
+    """The H200 runs' failure, replayed from the card's own readings: every hard-cap run
+    stopped after its 5 start configurations ("exhausted") and two were tripped by
+    515-539 W readings at configurations averaging under the 500 W cap. Now the safe set
+    grows one configuration at a time past the start, and a step back happens only where
+    the replayed readings average over the cap."""
+    ref = hardcap_replay.reference(epochs=60)  # short fits: the loop is checked, not the model
+    for run in ("instant-fixed-s0", "instant-fixed-s1"):
+        board = hardcap_replay.ReadingsReplay(run)
+        tuner = hardcap_replay.tune(board, ref, budget=12, seed=0, epochs=20)
+        grid = tuner.candidates_
+        s = tuner.summary()
+        rows = tuner.measurements()
+        assert s.n_measured > 5, (run, s.stop_reason)  # past the start (10-11 measured)
+        grown = study_why(tuner).str.startswith("growing the safe set")
+        assert grown.sum() >= 3, (run, study_why(tuner).tolist())
+        mean = board.table.set_index(["threads", "batch_size"]).power_w
+        for i in tuner.hits:
+            c = grid.iloc[i]
+            assert mean[(c.threads, c.batch_size)] > 500.0, (run, c.to_dict())
+        assert s.config is not None and s.power_w <= 500.0
+        assert rows.power_w.min() < s.power_w  # the pick is not the first, coolest start
+
+
+def study_why(tuner: pt.Tuner) -> pd.Series:
+    """Why the tuner's study measured each configuration, in order."""
+    assert tuner.study is not None
+    return tuner.study.history()["why"].astype(str)

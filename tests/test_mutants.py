@@ -598,17 +598,27 @@ def test_the_stable_rule_judges_a_new_cap_as_having_stood():
     assert not is_stable([(-1,), (0,), (-1,), (-1,)], np.array([0.0]), 1, 0.005)
 
 
-def test_the_step_back_reads_the_last_three_readings_against_the_cap():
-    """SafeSet.step_back_1 (a window of 4), _10 (a mean exactly at the cap is a hit)."""
-    from powertrain.decisions.safe_set import SafeSet
+def test_the_step_back_weighs_the_mean_against_the_readings_noise():
+    """SafeSet.step_back and over_beyond_noise at their edges: a mean exactly at the cap
+    is no hit; with the noise unknown (one reading's worth) only the ceiling counts; the
+    pooled noise widens or narrows what counts as over."""
+    from powertrain.decisions.safe_set import CEILING, SafeSet, over_beyond_noise
 
     cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
     s = SafeSet(cands, 30.0)
     assert not s.step_back(0, [30.0, 30.0, 30.0])  # at the cap: not over it
-    assert not s.step_back(0, [50.0, 50.0])  # too few readings yet
+    assert not s.step_back(0, [36.0, 36.0])  # one degree of freedom: the ceiling only
+    assert not s.step_back(0, [30.0 * (1 + CEILING)])  # at the ceiling: not over it
     assert s.unsafe.tolist() == [False, False] and s.hits == []
-    assert s.step_back(1, [0.0, 40.0, 40.0, 40.0])  # the last three: 40 W
+    assert s.step_back(1, [30.0 * (1 + CEILING) + 0.1])  # over the ceiling: at once
     assert s.unsafe.tolist() == [False, True] and s.hits == [1]
+    w = np.array([31.0, 31.2, 30.8, 31.0])
+    z = 2.326
+    assert over_beyond_noise(w, 30.0, z)  # its own spread: 0.16 W, 1 W over
+    assert not over_beyond_noise(w, 30.0, z, (100 * 0.1**2, 100))  # a 10 % noisy board
+    assert over_beyond_noise(w, 30.0, z, (100 * 0.005**2, 100))  # a quiet one
+    assert not over_beyond_noise(np.array([31.0, 31.0]), 30.0, z)  # dof 1: the ceiling only
+    assert over_beyond_noise(np.array([31.0, 31.0]), 30.0, z, (0.0, 1))  # dof 2: tested
 
 
 # ------------------------------------------------------------------ following a cap --

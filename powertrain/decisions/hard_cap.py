@@ -18,11 +18,17 @@ study's filter of what it may ask for. Four places:
   expanders, Sui et al. 2015). Masking the unsafe ones instead (the first engine
   version) let the study settle inside the first safe set: 13 measured of a budget of
   40 and a pick 9 % slower than the optimum (docs/method-notes.md);
-* the step back (the Tuner, each step): once a probe's last 3 power readings average
-  over the cap, the configuration is marked unsafe and left at the next step, and what
-  it showed joins the measurements, so the next transfer learns its neighbours draw
-  more too. ``decide`` measures a configuration whole (the profiler), so there an
-  over-cap measurement marks it unsafe after the fact.
+* nothing in reach known safe (every choice's bound over the cap, or too far): the
+  set grows by one configuration, the unmeasured one nearest those measured under the
+  cap that the model's mean puts under it (:meth:`SafeSet.grow`), instead of stopping
+  "exhausted" after the start (every H200 run did, docs/method-notes.md);
+* the step back (the Tuner, each step from the first timed minibatch on): once the mean
+  of a probe's readings is over the cap beyond their noise (:meth:`SafeSet.step_back`;
+  the noise pooled with the windows measured before, :func:`reading_noise`), the
+  configuration, and what the physics puts above it, is marked unsafe and left at the
+  next step, and what it showed joins the measurements, so the next transfer learns its
+  neighbours draw more too. ``decide`` measures a configuration whole (the profiler),
+  so there an over-cap measurement marks it unsafe after the fact.
 
 Why 99 % and the model's own spread: at 95 % (the first version), and with the spread
 scaled by the study's own errors or shrunk near measured configurations, the twin's
@@ -42,7 +48,7 @@ import pandas as pd
 
 from ..errors import DataError
 from .candidates import power_spread
-from .safe_set import SafeSet, preset_seeds
+from .safe_set import SafeSet, preset_seeds, reading_noise
 
 #: how sure the model's upper bound must be, and how far from the known set it is trusted
 CONFIDENCE, REACH = 0.99, 0.25
@@ -65,6 +71,7 @@ class HardCap:
         self.set = SafeSet(
             study.cands, self.cap, monotone=monotone, confidence=confidence, reach=reach
         )
+        self._noise: tuple[int, tuple[float, int]] = (-1, (0.0, 0))  # (log length, noise)
         presets = _presets(study.device)
         if len(presets) and "batch_size" in study.cands:
             sizes = sorted(set(study.cands["batch_size"].astype(int)))
@@ -128,10 +135,23 @@ class HardCap:
             said.append(f"the safe one nearest a configuration not yet known safe ({w})")
         return np.asarray(out, dtype=int), said
 
+    def grow(self, est: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """With nothing in reach known safe: one configuration to grow the safe set by
+        (:meth:`SafeSet.grow` by the model's ``est``), or none."""
+        st = self.study
+        j = self.safe_set().grow(est["power_w"].to_numpy(float), st.measured)
+        if j is None:
+            return np.zeros(0, dtype=int), []
+        return np.array([j]), ["growing the safe set: the nearest to one measured under the cap"]
+
     def step_back(self, index: int, readings: np.ndarray) -> bool:
-        """Whether the board must leave ``index`` now (its last 3 readings over the cap);
-        then it is a hit."""
-        return self.set.step_back(int(index), [float(w) for w in readings])
+        """Whether the board must leave ``index`` now (the mean of its ``readings`` over
+        the cap beyond their noise, pooled with this board's earlier windows); then it
+        is a hit."""
+        log = self.study.log
+        if self._noise[0] != len(log):  # once per new measurement, not every step
+            self._noise = (len(log), reading_noise(self.study.history()))
+        return self.set.step_back(int(index), [float(w) for w in readings], self._noise[1])
 
 
 def _presets(device: object) -> pd.DataFrame:

@@ -12,7 +12,14 @@ larger than SafeOpt's: the device spec's physics (``monotone``: power never fall
 clock, a core count or a power limit rises), so whatever sits at or below a safe
 configuration in every such knob is safe too; and the vendor's presets, whose power
 budget is known. If the cap is hit anyway, :meth:`SafeSet.step_back` says so at once and
-the configuration is never proposed again.
+the configuration (and all the physics puts at or above it) is never proposed again.
+
+The step back judges the *mean* power in the configuration beyond the readings' own
+noise, not a few raw readings: a real sensor's instantaneous readings swing ~10 %
+within one configuration (our H200 runs: 515-539 W readings tripped a 3-reading rule at
+configurations averaging 486-505 W, under a 500 W cap), while the twin's swing 0.6 %.
+The noise is the board's, so it is read from the readings (this configuration's and
+the windows measured before it, :func:`reading_noise`), not from a device constant.
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ import pandas as pd
 from scipy.stats import norm
 
 from ..errors import DataError
+
+#: with nothing known of the readings' noise, a reading this far over the cap (as a
+#: fraction of it) is a hit: a guard for the first configuration, not a fitted figure
+CEILING = 0.25
 
 
 class SafeSet:
@@ -100,22 +111,50 @@ class SafeSet:
         """A measured configuration: under the cap it is safe (with all it vouches for),
         over it, unsafe."""
         self._power[index] = power_w
-        if power_w <= self.cap:
+        if power_w <= self.cap and index not in self.hits:
             self.measured_safe[index] = True
             self._vouched |= self._below(self._x[index])
         else:
-            self.unsafe[index] = True
+            self.mark_unsafe(index)
 
-    def step_back(self, index: int, readings: Sequence[float], window: int = 3) -> bool:
-        """Whether the board must leave configuration ``index`` at once: the mean of the
-        last ``window`` power readings there is over the cap (then it is marked unsafe
-        and the hit recorded)."""
-        last = np.asarray(readings, float)[-window:]
-        if len(last) < window or last.mean() <= self.cap:
-            return False
+    def mark_unsafe(self, index: int) -> None:
+        """``index`` draws more than the cap: so does whatever the physics puts at or
+        above it in every knob (never proposed again)."""
+        self.unsafe |= self._below(self._x[index], side=-1)
         self.unsafe[index] = True
+
+    def step_back(
+        self, index: int, readings: Sequence[float], noise: tuple[float, int] = (0.0, 0)
+    ) -> bool:
+        """Whether the board must leave configuration ``index`` at once: the mean of its
+        ``readings`` (W, since it was set) is over the cap by more than a one-sided
+        z (of :attr:`confidence`) times its standard error. The readings' spread is pooled
+        with ``noise`` (:func:`reading_noise` of the windows measured before), so a few
+        readings that happen to agree are not taken as exact. With no spread known yet
+        (fewer than 2 readings, nothing measured before), only a reading more than
+        :data:`CEILING` over the cap counts. Then ``index`` is marked unsafe and the hit
+        recorded."""
+        w = np.asarray(readings, float)
+        if not len(w) or not over_beyond_noise(w, self.cap, norm.ppf(self.confidence), noise):
+            return False
+        self.mark_unsafe(index)
         self.hits.append(int(index))
         return True
+
+    def grow(self, mu_p: np.ndarray, measured: np.ndarray) -> int | None:
+        """One configuration to grow the safe set by when nothing in reach is known safe:
+        of the unmeasured ones the model puts under the cap (mean ``mu_p``) and the
+        physics does not put at or above a hit, the nearest (scaled knobs, L-infinity)
+        to one measured under the cap, the lowest predicted power among equals; None if
+        there is none. Why: without it a safe study stops after its start ("exhausted")
+        wherever the model's spread is wide (a new workload), far from the cap."""
+        base = self._scaled[self.measured_safe & ~self.unsafe]
+        mu = np.asarray(mu_p, float)
+        pool = np.flatnonzero(~np.asarray(measured, bool) & ~self.unsafe & (mu <= self.cap))
+        if not len(base) or not len(pool):
+            return None
+        d = np.array([np.abs(base - self._scaled[j]).max(axis=1).min() for j in pool])
+        return int(pool[np.lexsort((mu[pool], np.round(d, 9)))[0]])
 
     def known(self) -> np.ndarray:
         """Safe without the model: measured under the cap, or vouched for by physics."""
@@ -142,12 +181,13 @@ class SafeSet:
         return int(idx[np.argmin(np.asarray(cost, float)[idx])])
 
     # ---------------------------------------------------------------- geometry --
-    def _below(self, point: np.ndarray) -> np.ndarray:
-        """Candidates whose power cannot exceed ``point``'s by the spec's physics."""
+    def _below(self, point: np.ndarray, side: int = 1) -> np.ndarray:
+        """Candidates whose power cannot exceed ``point``'s by the spec's physics (with
+        ``side=-1``: cannot be below it)."""
         ok = np.ones(len(self._x), bool)
         for j, c in enumerate(self.columns):
             if c in self.monotone:
-                ok &= self.monotone[c] * (self._x[:, j] - point[j]) <= 1e-9
+                ok &= side * self.monotone[c] * (self._x[:, j] - point[j]) <= 1e-9
             else:
                 ok &= np.isclose(self._x[:, j], point[j])
         return ok
@@ -160,6 +200,36 @@ class SafeSet:
         for p in self._scaled[known]:
             near |= np.abs(self._scaled - p).max(axis=1) <= self.reach + 1e-12
         return near
+
+
+def over_beyond_noise(
+    readings: np.ndarray, cap: float, z: float, noise: tuple[float, int] = (0.0, 0)
+) -> bool:
+    """Whether the mean of ``readings`` is over ``cap`` by more than ``z`` standard
+    errors, their relative spread pooled with ``noise`` (sum of squared relative
+    deviations, degrees of freedom); with no spread known, whether one reading is more
+    than :data:`CEILING` over the cap."""
+    mean = float(readings.mean())
+    ss, dof = float(noise[0]), int(noise[1])
+    ss += float(((readings - mean) ** 2).sum()) / mean**2
+    dof += len(readings) - 1
+    if dof < 2:
+        return bool((readings > cap * (1 + CEILING)).any())
+    se = math.sqrt(ss / dof) * mean / math.sqrt(len(readings))
+    return mean - cap > z * se
+
+
+def reading_noise(rows: pd.DataFrame | None) -> tuple[float, int]:
+    """The power readings' spread within a configuration on this board, from measured
+    ``rows`` (their ``power_w_std`` over ``n_power_samples`` readings): the sum of squared
+    relative deviations and its degrees of freedom, (0, 0) if none says."""
+    need = {"power_w", "power_w_std", "n_power_samples"}
+    if rows is None or not len(rows) or not need <= set(rows.columns):
+        return 0.0, 0
+    rel = pd.to_numeric(rows["power_w_std"], errors="coerce") / rows["power_w"].astype(float)
+    dof = pd.to_numeric(rows["n_power_samples"], errors="coerce") - 1
+    ok = (rel.notna() & dof.notna() & (dof >= 1)).to_numpy()
+    return float((rel[ok] ** 2 * dof[ok]).sum()), int(dof[ok].sum())
 
 
 def preset_seeds(

@@ -147,8 +147,10 @@ class Study:
         if stop is None:
             n = min(self.settings.per_round, self.settings.budget - spent)
             take, why = self.sampler.choose(self, standing, n)
-            if self.hard is not None and est is not None:
+            if self.hard is not None and est is not None and len(take):
                 take, why = self.hard.keep_safe(np.asarray(take, dtype=int), why)
+                if not len(take):  # nothing in reach known safe: grow the set by one
+                    take, why = self.hard.grow(est)
             stop = None if len(take) else "exhausted"
         if stop is not None:
             self.stop_reason = stop

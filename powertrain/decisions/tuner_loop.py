@@ -33,6 +33,10 @@ from .samplers import make_sampler
 from .settings import SETTLE_TOL, Settings
 from .study import Ask, Study
 
+#: sensor periods after a change whose readings the step back leaves out (the twin's
+#: sensor settles with a 0.6 s time constant at 1 Hz; a real one's lag is shorter)
+SENSOR_LAG = 2
+
 
 @dataclass
 class TunerSummary:
@@ -190,21 +194,25 @@ class TunerLoop:
         self._told(row)
 
     def _step_back(self, probe: _Probe) -> None:
-        """With ``hard_cap``: the cap hit in the configuration being measured (its last
-        readings over it): leave it at the next step, telling what it showed."""
+        """With ``hard_cap``: the cap hit in the configuration being measured (the mean
+        of its readings over it beyond their noise): leave it at the next step, telling
+        what it showed. Judged from the first timed minibatch on: a hit after the
+        warm-up alone would tell the study the warm-up's time as the configuration's."""
         hard = self._study.hard if self._study is not None else None
         window = probe.window
         if hard is None or window is None or len(window.log) < 2 or self.board is None:
-            return  # the first minibatch after a change is the warm-up
+            return
         now = self.board.now()
         seen = np.asarray(self.board.power_samples(window.t_mode, now), float).reshape(-1, 2)
-        if not hard.step_back(probe.index, seen[:, 1]):
+        # the sensor's first readings after a change still show the last configuration
+        seen = seen[seen[:, 0] >= window.t_mode + SENSOR_LAG * window.period]
+        if not len(seen) or not hard.step_back(probe.index, seen[:, 1]):
             return
         self.hits.append(probe.index)
         timed = [m[2] for m in window.log[1:]]
         row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
         row.update(
-            {self.time_column: float(np.median(timed)), "power_w": float(seen[-3:, 1].mean())},
+            {self.time_column: float(np.median(timed)), "power_w": float(seen[:, 1].mean())},
             n_minibatches=len(timed), n_power_samples=len(seen), stable=False,
             profile_s=now - window.t_mode, index=probe.index, cap=self._cap,
         )  # fmt: skip
