@@ -213,6 +213,18 @@ def test_the_energy_objective_picks_the_least_energy_under_the_cap():
     assert frugal.cost == pytest.approx(100.0 * 30.0)
 
 
+def test_a_measurement_far_from_the_others_is_a_fact_not_an_outlier():
+    """A board's own times can span over 100x (a thread count that thrashes a loaded CPU:
+    2 ms against 210 ms in tools/tune_on_gpu.py's CPU run); the outlier rule, for typing
+    and unit errors in a table, stopped the Tuner mid-training with a DataError."""
+    rows = [(100.0, 16, 2.0, 20.0), (150.0, 16, 400.0, 25.0), (200.0, 16, 380.0, 30.0),
+            (250.0, 16, 390.0, 35.0), (300.0, 16, 1.9, 45.0), (350.0, 16, 385.0, 50.0)]  # fmt: skip
+    made = pt.decide(gpu_board(rows), gpu_reference(), 40.0, transfer_options=QUICK)
+    assert made.pick().config["power_limit_w"] == 100.0
+    with pytest.raises(DataError, match="outlier"):  # a table given by hand is still checked
+        gpu_reference().transfer(pd.DataFrame(rows, columns=[*GPU, "time_ms", "power_w"]))
+
+
 # -------------------------------------------------------------------- cap weights --
 @pytest.mark.slow  # several transfers on each side
 def test_cap_weights_follow_their_caps_when_the_caps_are_sorted(table, reference):

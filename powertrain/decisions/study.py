@@ -220,7 +220,7 @@ class Study:
                 warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures
                 model = self.reference.transfer(
                     done[[*self.inputs, *self.targets]], random_state=self.settings.seed,
-                    **self.transfer_options,
+                    own_measurements=True, **self.transfer_options,
                 )  # fmt: skip
                 est = model.predict(self.cands[list(self.inputs)], return_std=True)
         self._fit = (n, model, est)

@@ -133,6 +133,7 @@ def samples_table(
     targets: Sequence[str] = TARGET_COLUMNS,
     catalog_knobs: bool = True,
     free: Sequence[str] | None = None,
+    outliers: bool = True,
 ) -> pd.DataFrame:
     """Validated copy of a measured table with at least :data:`MIN_SAMPLES` rows and one
     per input (per ``free`` input where given: a family reference's spec features are
@@ -140,7 +141,8 @@ def samples_table(
 
     With ``catalog_knobs`` a ``device`` column must name a catalog (or spec) device and
     every row must be one of its modes; without (the caller named the inputs itself) the
-    column is provenance only, e.g. a GPU an NVML sweep profiled, not in the catalog."""
+    column is provenance only, e.g. a GPU an NVML sweep profiled, not in the catalog.
+    ``outliers=False`` skips :func:`check_outliers` (readings this package took itself)."""
     df = measured_table(samples, source, inputs, targets, catalog_knobs)
     need = max(MIN_SAMPLES, len(inputs if free is None else free))
     if len(df) < need:
@@ -152,7 +154,8 @@ def samples_table(
     if catalog_knobs:
         df = check_device(df, source)
     df = average_duplicates(df, what, inputs, targets)
-    check_outliers(df, source, targets)
+    if outliers:
+        check_outliers(df, source, targets)
     return df
 
 

@@ -174,6 +174,7 @@ class Predictor(BaseEstimator):
         *,
         random_state: int | None = None,
         source: str | None = None,
+        own_measurements: bool = False,
         **params,
     ) -> Predictor:
         """A new predictor for the workload (or device) the ``samples`` were profiled on.
@@ -199,6 +200,12 @@ class Predictor(BaseEstimator):
             Seed of the transfer; default this predictor's.
         source : str, optional
             The samples' name or file, for error messages and provenance.
+        own_measurements : bool
+            The samples are a board's readings taken by this package (the decision
+            engine's own): the outlier rule, which catches typing and unit errors in a
+            table, is skipped, since a board's real times can span more than 100x
+            (thread counts, batch sizes, power modes) and one such measurement must not
+            stop a training job.
         **params
             Estimator settings for this call only (``loss="mape"``, ``transfer_epochs``).
 
@@ -219,6 +226,7 @@ class Predictor(BaseEstimator):
             self.targets_,
             catalog_knobs=self.inputs is None,
             free=spec_features.knobs_only(self.inputs_, self.info_),
+            outliers=not own_measurements,
         )
         if self.heads_[self.targets_[0]].input_transform == "log":
             checks.check_log_inputs(df, self.inputs_, source, _LOG_FIX)
