@@ -88,6 +88,7 @@ def one_run(name: str, ref: pt.Predictor, args: argparse.Namespace,
             h0 = time.perf_counter()
             tuner.on_step_begin()
             h1 = time.perf_counter()
+            settled = tuner.settled  # this step runs at the pick (a step that settles does not)
             b = tuner.batch_size
             assert b is not None  # the grid's batch sizes: set from the first step
             step(b)
@@ -98,8 +99,8 @@ def one_run(name: str, ref: pt.Predictor, args: argparse.Namespace,
             h3 = time.perf_counter()
             rows.append({"step": len(rows), "batch_size": b, "threads": torch.get_num_threads(),
                          "step_ms": (h2 - h1) * 1e3, "wait_ms": (h1 - h0 + h3 - h2) * 1e3,
-                         "settled": tuner.settled})  # fmt: skip
-            after += tuner.settled
+                         "settled": settled})  # fmt: skip
+            after += settled
     summary = tuner.summary()
     steps, measured = pd.DataFrame(rows), tuner.measurements()
     out = Path(args.out)
