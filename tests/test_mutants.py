@@ -8,6 +8,7 @@ so a later run can tell a new survivor from an old one.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -720,7 +721,7 @@ def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
 
 
 # ------------------------------------------------------------ the Tuner's restore --
-def _counted_tuner(rows=None, fail_on_error=False):
+def _counted_tuner(rows=None, fail_on_error=False, samples=None):
     """A Tuner on a replayed GPU whose on_error and close are counted."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
@@ -736,7 +737,8 @@ def _counted_tuner(rows=None, fail_on_error=False):
     board.on_error = on_error  # type: ignore[method-assign]
     board.close = lambda: calls.append("close")  # type: ignore[method-assign]
     tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
-                     minibatches=5, handle_signals=False, log=lambda s: None)  # fmt: skip
+                     minibatches=5, handle_signals=False, log=lambda s: None,
+                     samples=samples)  # fmt: skip
     return tuner, calls
 
 
@@ -1124,3 +1126,65 @@ def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_not
     hooks.tuner.board = None  # an inert tuner: nothing to save
     hooks._save()
     assert hooks.profile.read_text() == ""
+
+
+# ------------------------------------------- run D: the Tuner's pick and its report --
+def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
+    """TunerLoop._settle_50, _51, _53-57 (rows given from a saved profile counted in the
+    share of measuring time over the cap), _72-81 (the decision row's keys)."""
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 40.0)]
+    saved = pd.DataFrame([rows[2]], columns=["power_limit_w", "batch_size", "time_ms", "power_w"])
+    over = saved.assign(power_cap_w=30.0, n_minibatches=5, n_power_samples=9)  # over the cap
+    tuner, _ = _counted_tuner(rows, samples=over)
+    from test_engine import settle
+
+    settle(tuner)
+    d = tuner.close().decisions[-1]
+    assert {"power_cap_w", "minibatch", "reason", "expected_loss", "measured"} <= set(d)
+    assert d["over_cap_time_share"] == 0.0 and d["over_cap_energy_share"] == 0.0
+    assert d["power_limit_w"] == 200.0 and d["measured"] == 2 and d["minibatch"] > 0
+    assert d["reason"] == tuner.summary().stop_reason and np.isfinite(d["expected_loss"])
+
+
+def _pick(measured, mu_p, sd_p, cost, incumbent, accept, cap=30.0):
+    from powertrain.decisions.candidates import make_pick
+
+    n = len(cost)
+    cands = pd.DataFrame({"power_limit_w": 100.0 * np.arange(1, n + 1)})
+    cost, mu_p, sd_p = (np.asarray(v, float) for v in (cost, mu_p, sd_p))
+    return make_pick(cap, cands, ["power_limit_w"], np.asarray(measured), cost, mu_p, sd_p,
+                     cost, incumbent, 0.5, accept)  # fmt: skip
+
+
+def test_an_unmeasured_pick_is_taken_only_when_sure_enough_and_cheaper():
+    """make_pick_5, _8, _12 (the chance of staying within the cap computed wrong: an
+    unmeasured pick over the cap taken), _14-17 (the measured pick at position 0 not the
+    bar), _23, _24 (``>=`` / ``<`` at their edges), _27, _28, _30-32, _50, _51."""
+    # 25 W and 29.5 W, sd 0.5: 100 % and 84 % sure within 30 W; the second is cheaper
+    p = _pick([True, False, False, False], [20, 25, 29.5, 35], [0.5] * 3 + [2], [3, 2.5, 2, 1],
+              0, 0.8)  # fmt: skip
+    assert (p.config, p.measured, p.time, p.power_w, p.cost) == (
+        {"power_limit_w": 300.0}, False, 2.0, 29.5, 2.0)  # fmt: skip
+    assert p.power_cap_w == 30.0 and p.confidence == pytest.approx(0.8413, abs=1e-4)
+    assert p.reason.endswith("84 % chance of staying within 30 W")
+    assert _pick([True, False], [20, 29.5], [0.5, 0.5], [3, 2], 0, 0.85).measured  # 84 %
+    assert _pick([True, False], [20, 29.9], [0, 0], [3, 2], 0, 0.5).measured is False
+    assert _pick([True, False], [20, 30], [0, 0], [3, 2], 0, 0.5).measured is False  # 50 %
+    assert _pick([True, False], [20, 10], [0, 0], [3, 2], 0, 1.0).measured is False  # 100 %
+    # the measured pick at position 0 is the bar: the unmeasured one must be cheaper
+    assert _pick([True, False], [20, 10], [0, 0], [3, 4], 0, 0.9).config == {"power_limit_w": 100.0}
+    assert _pick([True, False], [20, 10], [0, 0], [3, 3], 0, 0.9).measured
+    # nothing measured fits (-1): any sure one is taken, the unsure cheapest is no bar
+    p = _pick([True, False, False], [40, 10, 35], [0, 0, 1], [3, 4, 1], -1, 0.9)
+    assert p.config == {"power_limit_w": 200.0} and p.measured is False
+
+
+def test_no_pick_says_what_was_measured_and_is_not_sure():
+    """make_pick_55, _56, _58, _66 (the lowest measured power in the reason), _67, _69."""
+    p = _pick([True, False], [40, 45], [0, 0], [3, 2], -1, None)
+    assert (p.config, p.power_cap_w, p.confidence, p.measured) == (None, 30.0, 0.0, False)
+    assert p.reason == "no measured configuration fits under 30 W (lowest measured power 40.0 W)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no all-NaN minimum taken when nothing is measured
+        p = _pick([False, False], [40, 45], [0, 0], [3, 2], -1, None)
+    assert p.reason == "nothing measured under 30 W" and p.confidence == 0.0
