@@ -721,7 +721,7 @@ def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
 
 
 # ------------------------------------------------------------ the Tuner's restore --
-def _counted_tuner(rows=None, fail_on_error=False, samples=None):
+def _counted_tuner(rows=None, fail_on_error=False, samples=None, cap=30.0):
     """A Tuner on a replayed GPU whose on_error and close are counted."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
@@ -736,7 +736,7 @@ def _counted_tuner(rows=None, fail_on_error=False, samples=None):
 
     board.on_error = on_error  # type: ignore[method-assign]
     board.close = lambda: calls.append("close")  # type: ignore[method-assign]
-    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), cap, batch_size=16,
                      minibatches=5, handle_signals=False, log=lambda s: None,
                      samples=samples)  # fmt: skip
     return tuner, calls
@@ -1146,14 +1146,14 @@ def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
     assert d["reason"] == tuner.summary().stop_reason and np.isfinite(d["expected_loss"])
 
 
-def _pick(measured, mu_p, sd_p, cost, incumbent, accept, cap=30.0):
+def _pick(measured, mu_p, sd_p, cost, incumbent, accept, cap=30.0, beaten=0.5):
     from powertrain.decisions.candidates import make_pick
 
     n = len(cost)
     cands = pd.DataFrame({"power_limit_w": 100.0 * np.arange(1, n + 1)})
     cost, mu_p, sd_p = (np.asarray(v, float) for v in (cost, mu_p, sd_p))
     return make_pick(cap, cands, ["power_limit_w"], np.asarray(measured), cost, mu_p, sd_p,
-                     cost, incumbent, 0.5, accept)  # fmt: skip
+                     cost, incumbent, beaten, accept)  # fmt: skip
 
 
 def test_an_unmeasured_pick_is_taken_only_when_sure_enough_and_cheaper():
@@ -1188,3 +1188,30 @@ def test_no_pick_says_what_was_measured_and_is_not_sure():
         warnings.simplefilter("error")  # no all-NaN minimum taken when nothing is measured
         p = _pick([False, False], [40, 45], [0, 0], [3, 2], -1, None)
     assert p.reason == "nothing measured under 30 W" and p.confidence == 0.0
+
+
+def test_a_measured_pick_says_how_sure_it_is():
+    """make_pick_85-87, _95, _113-116 (the measured pick's reason), _80 (no pick, sure)."""
+    p = _pick([True, False], [20, 40], [1, 1], [3, 2], 0, None, beaten=0.25)
+    assert (
+        p.reason == "fastest measured under 30 W; 75 % chance no unmeasured configuration is faster"
+    )
+    assert p.measured and p.confidence == 0.75 and p.config == {"power_limit_w": 100.0}
+    p = _pick([True, False], [20, 40], [1, 1], [3, 2], 0, None, beaten=np.nan)
+    assert p.reason == "fastest measured under 30 W"
+
+
+def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
+    """TunerLoop._told_3, _4 (the configuration being measured when the cap changed told
+    to the new cap's study as nothing: it is measured again, or the tuner fails)."""
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 28.0)]
+    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 30.0 if n < 3 else 29.0)
+    from test_engine import settle
+
+    settle(tuner)
+    tuner.close()
+    given = tuner.study.history().query("round == -1")
+    seen = tuner.measurements()
+    assert len(given) == tuner.study.n_given == 1
+    assert given["power_limit_w"].iloc[0] == seen["power_limit_w"].iloc[0]  # the first
+    assert len(seen) == 3 and not seen.duplicated(["power_limit_w"]).any()
