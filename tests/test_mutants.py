@@ -1215,3 +1215,21 @@ def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
     assert len(given) == tuner.study.n_given == 1
     assert given["power_limit_w"].iloc[0] == seen["power_limit_w"].iloc[0]  # the first
     assert len(seen) == 3 and not seen.duplicated(["power_limit_w"]).any()
+
+
+def test_given_rows_count_as_given_and_resumed_ones_against_the_budget():
+    """Study.tell_1, _14, _16-20 (rows given or resumed miscounted: the budget spent on a
+    cap is wrong), _5, _10, _12, _13 (their round and why), _22-24 (the error)."""
+    from powertrain.decisions.study import Ask
+
+    study, _ = _study(measured=1)  # one row given, not resumed
+    assert (study.n_given, study.n_resumed) == (1, 0)
+    rows = study.cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    study.tell(rows.iloc[[1]], resumed=True)
+    study.tell(rows.iloc[[2]], resumed=True)
+    assert (study.n_given, study.n_resumed, study.n_new) == (3, 2, 0)
+    seen = study.history()
+    assert seen["round"].tolist() == [-1] * 3 and seen["why"].tolist() == ["given"] * 3
+    stray = Ask(np.array([0]), rows.head(1), ["x"], 1)
+    with pytest.raises(DataError, match=r"^Study\.tell: these rows answer no open ask of"):
+        study.tell(rows.head(1), stray)
