@@ -1219,7 +1219,7 @@ def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
 
 def test_given_rows_count_as_given_and_resumed_ones_against_the_budget():
     """Study.tell_1, _14, _16-20 (rows given or resumed miscounted: the budget spent on a
-    cap is wrong), _5, _10, _12, _13 (their round and why), _22-24 (the error)."""
+    cap is wrong), _5, _10, _12, _13 (their round and why), _22-27 (the errors)."""
     from powertrain.decisions.study import Ask
 
     study, _ = _study(measured=1)  # one row given, not resumed
@@ -1233,3 +1233,37 @@ def test_given_rows_count_as_given_and_resumed_ones_against_the_budget():
     stray = Ask(np.array([0]), rows.head(1), ["x"], 1)
     with pytest.raises(DataError, match=r"^Study\.tell: these rows answer no open ask of"):
         study.tell(rows.head(1), stray)
+    study._asked = stray  # as if asked: two rows answer one configuration
+    with pytest.raises(DataError, match=r"returned 2 measurement\(s\) for 1 configuration\(s\)"):
+        study.tell(rows.head(2), stray)
+
+
+def test_a_measurement_finds_its_candidate_by_the_rounded_knobs_and_names_bad_samples():
+    """Study._record_38 (a knob with a fourth decimal looked up at 4 decimals: its
+    measurement matches no candidate and is lost), _19 (a bad given row named as the
+    board's), _8, _9 (``reset_index`` keeping the old index: an ``index`` column in the
+    history), _4 (a family reference's spec features not taken from the device)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.settings import Settings
+    from powertrain.decisions.study import Study
+
+    cands = pd.DataFrame({"power_limit_w": [100.12345, 200.0], "batch_size": [16, 16]})
+    settings = Settings(budget=10, seed=7).checked(2)
+    study = Study(cands, _NoTransfer(), np.array([30.0]), settings, _Judged(None))
+    rows = cands.assign(time_ms=[100.0, 200.0], power_w=[25.0, 20.0], index=[0, 1])
+    study.tell(rows.iloc[[1, 0]].set_axis([5, 9]))
+    assert study.measured.tolist() == [True, True] and study.m_power.tolist() == [25.0, 20.0]
+    with pytest.raises(DataError, match=r"^the given samples returned time_ms=nan for"):
+        study.tell(rows.head(1).assign(time_ms=np.nan))
+    study.tell(rows.drop(columns="index").set_axis([3, 4]))
+    assert list(study.log[-1].columns) == [*cands, "time_ms", "power_w", "round", "why"]
+
+    class _Family(_NoTransfer):
+        inputs_ = ("power_limit_w", "batch_size", "gpu_cores")
+
+    device = SimpleNamespace(spec=SimpleNamespace(hardware={"gpu_cores": 1024}))
+    study = Study(cands.assign(gpu_cores=1024.0), _Family(), np.array([30.0]), settings,
+                  _Judged(None), device=device)  # fmt: skip
+    study.tell(rows.drop(columns="index"))  # the board's rows: no spec features
+    assert study.measured.all() and study.history()["gpu_cores"].tolist() == [1024.0] * 2
