@@ -1267,3 +1267,17 @@ def test_a_measurement_finds_its_candidate_by_the_rounded_knobs_and_names_bad_sa
                   _Judged(None), device=device)  # fmt: skip
     study.tell(rows.drop(columns="index"))  # the board's rows: no spec features
     assert study.measured.all() and study.history()["gpu_cores"].tolist() == [1024.0] * 2
+
+
+def test_the_board_seconds_count_every_asked_round_and_no_given_row():
+    """Study._record_48-55 (the board seconds spent measuring: given rows counted, round
+    0 left out, or each round replacing the last)."""
+    from powertrain.decisions.study import Ask
+
+    study, _ = _study(measured=1)
+    rows = study.cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    study.tell(rows.iloc[[1]].assign(profile_s=50.0))  # given: measured before
+    for rnd, seconds in ((0, 10.0), (1, 5.0)):
+        study._asked = asked = Ask(np.array([2]), rows.iloc[[2]], ["x"], rnd)
+        study.tell(rows.iloc[[2]].assign(profile_s=seconds), asked)
+    assert study.board_s == 15.0
