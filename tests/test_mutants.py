@@ -1281,3 +1281,19 @@ def test_the_board_seconds_count_every_asked_round_and_no_given_row():
         study._asked = asked = Ask(np.array([2]), rows.iloc[[2]], ["x"], rnd)
         study.tell(rows.iloc[[2]].assign(profile_s=seconds), asked)
     assert study.board_s == 15.0
+
+
+def test_each_measurement_window_names_its_configuration_and_keeps_the_settle_limit():
+    """TunerLoop._configure_18 (the window unnamed: its warnings name no configuration),
+    _28 (``max_settle_s`` not passed on: a board that never settles is waited on 30 s)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, minibatches=5,
+                     max_settle_s=4.0, handle_signals=False, log=lambda s: None)  # fmt: skip
+    with tuner.step():
+        pass
+    window = tuner._probe.window
+    assert window.max_settle_s == 4.0 and window.shown.startswith("power_limit_w=")
+    tuner.close()
