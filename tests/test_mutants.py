@@ -1285,15 +1285,30 @@ def test_the_board_seconds_count_every_asked_round_and_no_given_row():
 
 def test_each_measurement_window_names_its_configuration_and_keeps_the_settle_limit():
     """TunerLoop._configure_18 (the window unnamed: its warnings name no configuration),
-    _28 (``max_settle_s`` not passed on: a board that never settles is waited on 30 s)."""
+    _28 (``max_settle_s`` not passed on: a board that never settles is waited on 30 s),
+    _35, _39 (the fixed protocol's window settling its means)."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
 
-    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
-    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, minibatches=5,
-                     max_settle_s=4.0, handle_signals=False, log=lambda s: None)  # fmt: skip
-    with tuner.step():
-        pass
-    window = tuner._probe.window
-    assert window.max_settle_s == 4.0 and window.shown.startswith("power_limit_w=")
-    tuner.close()
+    for protocol, tol in (("settled", 0.01), ("fixed", 0.0)):
+        board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+        tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                         minibatches=5, max_settle_s=4.0, protocol=protocol,
+                         handle_signals=False, log=lambda s: None)  # fmt: skip
+        with tuner.step():
+            pass
+        window = tuner._probe.window
+        assert window.max_settle_s == 4.0 and window.shown.startswith("power_limit_w=")
+        assert window.settle_tol == tol
+        tuner.close()
+
+
+def test_the_cost_factors_errors_name_the_missing_batch_size():
+    """cost_factor_6-8, _20-22 (the errors' text)."""
+    from powertrain.decisions.candidates import cost_factor
+
+    with pytest.raises(DataError, match=r"^an r vector needs a batch_size column in the conf"):
+        cost_factor(pd.DataFrame({"power_limit_w": [100.0]}), 2.0, "time_ms")
+    epochs = pd.DataFrame({"epochs": [10.0]})
+    with pytest.raises(DataError, match=r"^r: a table of epochs needs a batch_size column$"):
+        cost_factor(pd.DataFrame({"batch_size": [16]}), epochs, "time_ms")
