@@ -721,7 +721,7 @@ def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
 
 
 # ------------------------------------------------------------ the Tuner's restore --
-def _counted_tuner(rows=None, fail_on_error=False, samples=None, cap=30.0):
+def _counted_tuner(rows=None, fail_on_error=False, samples=None, cap=30.0, log=None):
     """A Tuner on a replayed GPU whose on_error and close are counted."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
@@ -737,7 +737,7 @@ def _counted_tuner(rows=None, fail_on_error=False, samples=None, cap=30.0):
     board.on_error = on_error  # type: ignore[method-assign]
     board.close = lambda: calls.append("close")  # type: ignore[method-assign]
     tuner = pt.Tuner(board, _gpu_reference(gpu_reference), cap, batch_size=16,
-                     minibatches=5, handle_signals=False, log=lambda s: None,
+                     minibatches=5, handle_signals=False, log=log or (lambda s: None),
                      samples=samples)  # fmt: skip
     return tuner, calls
 
@@ -1203,9 +1203,11 @@ def test_a_measured_pick_says_how_sure_it_is():
 
 def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
     """TunerLoop._told_3, _4 (the configuration being measured when the cap changed told
-    to the new cap's study as nothing: it is measured again, or the tuner fails)."""
+    to the new cap's study as nothing: it is measured again, or the tuner fails),
+    _new_cap_5 (the change logged as None)."""
     rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 28.0)]
-    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 30.0 if n < 3 else 29.0)
+    said: list = []
+    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 30.0 if n < 3 else 29.0, log=said.append)
     from test_engine import settle
 
     settle(tuner)
@@ -1215,6 +1217,7 @@ def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
     assert len(given) == tuner.study.n_given == 1
     assert given["power_limit_w"].iloc[0] == seen["power_limit_w"].iloc[0]  # the first
     assert len(seen) == 3 and not seen.duplicated(["power_limit_w"]).any()
+    assert sum(str(line).startswith("power cap now 29 W at ") for line in said) == 1
 
 
 def test_given_rows_count_as_given_and_resumed_ones_against_the_budget():
@@ -1312,3 +1315,17 @@ def test_the_cost_factors_errors_name_the_missing_batch_size():
     epochs = pd.DataFrame({"epochs": [10.0]})
     with pytest.raises(DataError, match=r"^r: a table of epochs needs a batch_size column$"):
         cost_factor(pd.DataFrame({"batch_size": [16]}), epochs, "time_ms")
+
+
+def test_epochs_to_the_target_must_be_above_zero_and_numbers():
+    """cost_factor_36 (a word as epochs: a raw ValueError), _42, _43 (``> 0`` at 0 and
+    at 0.5), _44, _45 (the error names the first bad value)."""
+    from powertrain.decisions.candidates import cost_factor
+
+    configs = pd.DataFrame({"batch_size": [16, 32]})
+    r = pd.DataFrame({"batch_size": [16, 32], "epochs": [0.5, 2.0]})
+    assert cost_factor(configs, r, "epoch_s").tolist() == [0.5, 2.0]
+    with pytest.raises(DataError, match=r"^r: epochs must be > 0, got (np\.float64\()?0\.0"):
+        cost_factor(configs, r.assign(epochs=[0.0, 2.0]), "epoch_s")
+    with pytest.raises(DataError, match=r"no entry for batch size\(s\) \[16\]"):
+        cost_factor(configs, r.assign(epochs=["many", 2.0]), "epoch_s")
