@@ -1329,3 +1329,22 @@ def test_epochs_to_the_target_must_be_above_zero_and_numbers():
         cost_factor(configs, r.assign(epochs=[0.0, 2.0]), "epoch_s")
     with pytest.raises(DataError, match=r"no entry for batch size\(s\) \[16\]"):
         cost_factor(configs, r.assign(epochs=["many", 2.0]), "epoch_s")
+
+
+def test_a_tuners_study_gets_its_transfer_options_log_and_board_name():
+    """TunerLoop._new_cap_20, _30 (transfer_options dropped), _21, _31 (the study's rounds
+    not logged), _22, _32, _37 (errors name no board)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, transfer_options={"epochs": 3}, handle_signals=False,
+                     log=said.append)  # fmt: skip
+    with tuner.step():
+        pass
+    study = tuner.study
+    assert study.transfer_options == {"epochs": 3} and study.source == "the board (ReplayBackend)"
+    assert any(line.startswith("round 0: measuring power_limit_w=") for line in said)
+    tuner.close()
