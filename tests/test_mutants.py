@@ -1131,7 +1131,8 @@ def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_not
 # ------------------------------------------- run D: the Tuner's pick and its report --
 def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
     """TunerLoop._settle_50, _51, _53-57 (rows given from a saved profile counted in the
-    share of measuring time over the cap), _72-81 (the decision row's keys)."""
+    share of measuring time over the cap), _72-81 (the decision row's keys), _new_cap_41,
+    _43, _45, _46, _48 (a saved row at the same cap not counted against the budget)."""
     rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 40.0)]
     saved = pd.DataFrame([rows[2]], columns=["power_limit_w", "batch_size", "time_ms", "power_w"])
     over = saved.assign(power_cap_w=30.0, n_minibatches=5, n_power_samples=9)  # over the cap
@@ -1139,6 +1140,7 @@ def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
     from test_engine import settle
 
     settle(tuner)
+    assert (tuner.study.n_given, tuner.study.n_resumed) == (1, 1)  # same cap: resumed
     d = tuner.close().decisions[-1]
     assert {"power_cap_w", "minibatch", "reason", "expected_loss", "measured"} <= set(d)
     assert d["over_cap_time_share"] == 0.0 and d["over_cap_energy_share"] == 0.0
@@ -1347,4 +1349,20 @@ def test_a_tuners_study_gets_its_transfer_options_log_and_board_name():
     study = tuner.study
     assert study.transfer_options == {"epochs": 3} and study.source == "the board (ReplayBackend)"
     assert any(line.startswith("round 0: measuring power_limit_w=") for line in said)
+    tuner.close()
+
+
+def test_rows_of_this_run_at_a_cap_it_returns_to_are_given_not_resumed():
+    """TunerLoop._new_cap_47 (with no saved profile, this run's rows at a cap it comes
+    back to counted against the new decision's budget: it measures less)."""
+    from test_engine import settle
+
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 28.0)]
+    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 29.0 if 20 <= n < 40 else 30.0)
+    for _ in range(60):  # one row measured under 30 W, two under 29 W, then 30 W again
+        with tuner.step():
+            pass
+    settle(tuner)
+    assert tuner.study.caps.tolist() == [30.0] and tuner.study.n_given == 3
+    assert (tuner.measurements()["cap"] == 30.0).sum() == 1 and tuner.study.n_resumed == 0
     tuner.close()
