@@ -1366,3 +1366,28 @@ def test_rows_of_this_run_at_a_cap_it_returns_to_are_given_not_resumed():
     assert tuner.study.caps.tolist() == [30.0] and tuner.study.n_given == 3
     assert (tuner.measurements()["cap"] == 30.0).sum() == 1 and tuner.study.n_resumed == 0
     tuner.close()
+
+
+def test_a_closed_or_inert_tuner_never_touches_the_board_or_its_schedule_again():
+    """Tuner.on_step_begin_4, _5 (a step after close applies the pick decided before
+    it: the board changed after it was put back), _2, _3 (an inert tuner asks its
+    schedule for a cap)."""
+    from test_engine import settle
+    from test_tuner import gpu_reference
+
+    tuner, calls = _counted_tuner()
+    settle(tuner)
+    tuner._apply = 0  # a pick decided, to be applied at the next step
+    tuner.close()
+    set_after: list[dict] = []
+    tuner.board.configure = set_after.append  # type: ignore[method-assign]
+    with tuner.step():
+        pass
+    assert set_after == [] and calls == ["close"]
+    asked: list[int] = []
+    with pytest.warns(RuntimeWarning, match="has no effect"):
+        inert = pt.Tuner(None, _gpu_reference(gpu_reference), lambda s, n: asked.append(n) or 30)
+    checked = list(asked)  # the schedule is tried once when the tuner is built
+    with inert.step():
+        pass
+    assert asked == checked and inert.phase == "inert"
