@@ -1391,3 +1391,40 @@ def test_a_closed_or_inert_tuner_never_touches_the_board_or_its_schedule_again()
     with inert.step():
         pass
     assert asked == checked and inert.phase == "inert"
+
+
+def test_close_twice_restores_once_and_an_unused_tuner_says_nothing():
+    """Tuner.close_2, _3 (a second close restores and reports again), _17-20 (a tuner
+    closed before its first step, or inert, reports a summary of nothing)."""
+    said: list[str] = []
+    tuner, calls = _counted_tuner(log=said.append)
+    tuner.close()
+    assert calls == [] and said == []
+    tuner, calls = _counted_tuner(log=said.append)
+    with tuner.step():
+        pass
+    tuner.close()
+    reports = len(said)
+    tuner.close()
+    assert calls == ["close"] and len(said) == reports
+    from test_tuner import gpu_reference
+
+    with pytest.warns(RuntimeWarning, match="has no effect"):
+        inert = pt.Tuner(None, _gpu_reference(gpu_reference), 30.0, log=said.append)
+    inert.close()  # the warning said it all
+    assert len(said) == reports
+
+
+def test_a_step_ends_only_after_it_began_and_a_simulated_board_is_not_synced(monkeypatch):
+    """Tuner.on_step_end_1 (an end with no begin timed: the tuner fails), _5, _6 (a step
+    that closed the tuner timed after it), on_step_begin_38 (the GPU synced for a
+    simulated board, not for a real one)."""
+    import powertrain.decisions.tuner as tuner_module
+
+    synced: list[int] = []
+    monkeypatch.setattr(tuner_module, "_sync", lambda: synced.append(1))
+    tuner, calls = _counted_tuner()
+    tuner.on_step_end()  # no step began: nothing to time
+    with tuner.step():
+        tuner.close()
+    assert tuner.minibatch == 0 and calls == ["close"] and synced == []
