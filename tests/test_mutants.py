@@ -1131,12 +1131,14 @@ def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_not
 # ------------------------------------------- run D: the Tuner's pick and its report --
 def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
     """TunerLoop._settle_50, _51, _53-57 (rows given from a saved profile counted in the
-    share of measuring time over the cap), _72-81 (the decision row's keys), _new_cap_41,
+    share of measuring time over the cap), _72-81 (the decision row's keys), _87-90 (its
+    time's unit in the log), _new_cap_41,
     _43, _45, _46, _48 (a saved row at the same cap not counted against the budget)."""
     rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 40.0)]
     saved = pd.DataFrame([rows[2]], columns=["power_limit_w", "batch_size", "time_ms", "power_w"])
     over = saved.assign(power_cap_w=30.0, n_minibatches=5, n_power_samples=9)  # over the cap
-    tuner, _ = _counted_tuner(rows, samples=over)
+    said: list[str] = []
+    tuner, _ = _counted_tuner(rows, samples=over, log=said.append)
     from test_engine import settle
 
     settle(tuner)
@@ -1146,6 +1148,7 @@ def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
     assert d["over_cap_time_share"] == 0.0 and d["over_cap_energy_share"] == 0.0
     assert d["power_limit_w"] == 200.0 and d["measured"] == 2 and d["minibatch"] > 0
     assert d["reason"] == tuner.summary().stop_reason and np.isfinite(d["expected_loss"])
+    assert any("power_limit_w=200 batch_size=16 (200 ms, 25.0 W)" in line for line in said)
 
 
 def _pick(measured, mu_p, sd_p, cost, incumbent, accept, cap=30.0, beaten=0.5):
