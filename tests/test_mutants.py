@@ -1431,3 +1431,38 @@ def test_a_step_ends_only_after_it_began_and_a_simulated_board_is_not_synced(mon
     with tuner.step():
         tuner.close()
     assert tuner.minibatch == 0 and calls == ["close"] and synced == []
+
+
+def _hard_cap(measured):
+    """A hard cap over six GPU limits, 100-140 W predicted safe under 30 W."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.hard_cap import HardCap
+    from powertrain.decisions.posterior import knob_space
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 120, 140, 160, 300, 320], "batch_size": 16})
+    est = pd.DataFrame({"power_w": [20.0, 22, 24, 26, 50, 55], "power_w_std": 0.1})
+    measured = np.asarray(measured)
+    study = SimpleNamespace(
+        caps=np.array([30.0]), device=None, cands=cands, measured=measured,
+        m_power=np.where(measured, est["power_w"], np.nan),
+        knobs=knob_space(cands.to_numpy(float)), predict=lambda: (None, est),
+    )  # fmt: skip
+    return HardCap(study)
+
+
+def test_the_hard_cap_keeps_safe_choices_and_replaces_the_rest_once_each():
+    """HardCap.keep_safe_14, _28 (``continue`` -> ``break``: the choices after the first
+    safe one, or after one with no safe neighbour left, dropped), _22 (an expander already
+    chosen or asked for chosen again: measured twice), _13 (its why), _40, _42 (an empty
+    answer as floats)."""
+    hard = _hard_cap([True, False, False, False, False, False])
+    assert hard.allowed(hard.study.predict()[1]).tolist() == [True] * 3 + [False] * 3
+    take, why = hard.keep_safe(np.array([1, 4, 2, 5]), ["a", "b", "c", "d"])
+    assert take.tolist() == [1, 2] and why == ["a", "c"]
+    take, why = hard.keep_safe(np.array([4]), ["b"])  # 140 W is the safe one nearest 300 W
+    assert take.tolist() == [2]
+    assert why == ["the safe one nearest a configuration not yet known safe (b)"]
+    hard = _hard_cap([True] * 4 + [False] * 2)  # no safe one left unmeasured
+    take, why = hard.keep_safe(np.array([4]), ["b"])
+    assert take.tolist() == [] and take.dtype.kind == "i" and why == []
