@@ -1466,3 +1466,42 @@ def test_the_hard_cap_keeps_safe_choices_and_replaces_the_rest_once_each():
     hard = _hard_cap([True] * 4 + [False] * 2)  # no safe one left unmeasured
     take, why = hard.keep_safe(np.array([4]), ["b"])
     assert take.tolist() == [] and take.dtype.kind == "i" and why == []
+
+
+def test_a_controller_from_estimates_is_unsure_by_its_spreads_or_by_what_fits():
+    """CapController.unsure, the branch without a study (no test ran it): nothing measured
+    fits, or an unmeasured configuration may be faster by more than the tolerance."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0, 300.0], "cost": [3.0, 2.0, 1.0],
+                        "power_w": [20.0, 25.0, 40.0], "measured": [1, 0, 0]})  # fmt: skip
+    bare = pt.CapController(est, ["power_limit_w"])
+    assert not bare.unsure(30.0) and not bare.unsure(20.0) and bare.unsure(19.9)
+    spread = est.assign(time_ms=[3.0, 2.0, 1.0], time_ms_std=[0.0, 0.2, 0.1],
+                        power_w_std=[0.0, 0.5, 0.5])  # fmt: skip
+    assert pt.CapController(spread, ["power_limit_w"]).unsure(30.0)  # 200 W: 2 vs 3
+    slower = spread.assign(cost=[3.0, 6.0, 1.0], time_ms=[3.0, 6.0, 1.0])
+    assert not pt.CapController(slower, ["power_limit_w"]).unsure(30.0)
+    assert pt.CapController(slower, ["power_limit_w"]).unsure(19.0)  # nothing measured fits
+    assert pt.CapController(slower, ["power_limit_w"]).unsure(45.0)  # 300 W fits now
+    assert not pt.CapController(slower, ["power_limit_w"], tolerance=0.9).unsure(45.0)
+
+
+def test_an_unsure_controller_weighs_the_time_spread_relative_to_the_time():
+    """CapController.unsure_24-27 (the power spread taken for the time's, or read when
+    absent), _51 (times under 1 clipped to 1), _65 (the cost spread divided by the cost),
+    _4-6 (a study's verdict at the controller's tolerance and this cap)."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0, 300.0], "cost": [3.0, 3.3, 1.0],
+                        "power_w": [20.0, 25.0, 40.0], "measured": [1, 0, 0]})  # fmt: skip
+    close = est.assign(power_w_std=[0.0, 5.0, 0.5], time_ms=[0.003, 0.0033, 0.001],
+                       time_ms_std=[0.0, 0.00033, 0.0001])  # fmt: skip
+    assert pt.CapController(close, ["power_limit_w"]).unsure(30.0)  # 3.3 +- 0.33 vs 3
+    sure = close.assign(time_ms_std=[0.0, 0.000001, 0.0001])  # 3.3 +- 0.001: no chance
+    assert not pt.CapController(sure, ["power_limit_w"]).unsure(30.0)
+    no_power_spread = close.drop(columns="power_w_std")
+    assert not pt.CapController(no_power_spread, ["power_limit_w"]).unsure(30.0)
+    from powertrain.decisions.terminator import Standing
+
+    loss = Standing(np.array([0]), np.array([0.5]), np.array([0.01]), 0.01)
+    study, _ = _study(loss, measured=1)  # 300 W (45 W) measured; expected loss 0.01
+    cands = study.cands.assign(cost=1.0, power_w=45.0, measured=[1, 0, 0])
+    ctl = pt.CapController(cands, ["power_limit_w"], study=study, tolerance=0.02)
+    assert not ctl.unsure(50.0) and ctl.unsure(40.0)  # 0.01 < 0.02; nothing fits 40 W
