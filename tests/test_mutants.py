@@ -1505,3 +1505,43 @@ def test_an_unsure_controller_weighs_the_time_spread_relative_to_the_time():
     cands = study.cands.assign(cost=1.0, power_w=45.0, measured=[1, 0, 0])
     ctl = pt.CapController(cands, ["power_limit_w"], study=study, tolerance=0.02)
     assert not ctl.unsure(50.0) and ctl.unsure(40.0)  # 0.01 < 0.02; nothing fits 40 W
+
+
+class _Controller:
+    """Answers 30 W and over with 200 W, under it with 100 W; counts a re-decision."""
+
+    def __init__(self, counts: bool = True):
+        if counts:
+            self.board_s, self.n_measured = 5.0, 2
+
+    def config_for(self, cap):
+        from powertrain.decisions.candidates import CapPick
+
+        if cap < 25 and hasattr(self, "board_s"):
+            self.board_s, self.n_measured = self.board_s + 1.0, self.n_measured + 1
+        limit = 200.0 if cap >= 25 else 100.0
+        return CapPick(cap, {"power_limit_w": limit, "batch_size": 16}, True, None, None,
+                       None, 1.0, "fastest measured")  # fmt: skip
+
+
+def test_follow_switches_by_the_training_clock_and_counts_samples_and_profiling():
+    """follow_78 (the training clock summed wrong: a later cap applied at once), _12, _17,
+    _89-100, _111 (the length in samples), _14-16 (one minibatch), _28-47, _122-143
+    (what the controller measured while following), _6-8 (the error)."""
+    from test_engine import gpu_board
+
+    def board():
+        return gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+
+    ctl = _Controller()
+    r = pt.follow(board(), ctl, lambda s, n: 30.0 if s < 0.99 else 20.0, samples=16 * 8)
+    assert r.segments["power_limit_w"].tolist() == [200.0, 100.0]
+    assert r.segments["minibatches"].tolist() == [5, 3] and r.minibatches == 8
+    assert r.total_s == pytest.approx(5 * 0.2 + 3 * 0.3) and r.samples == 128
+    assert (r.profiling_s, r.profiled) == (1.0, 1)
+    r = pt.follow(board(), _Controller(counts=False), lambda s, n: 30.0, minibatches=1)
+    assert (r.minibatches, r.profiling_s, r.profiled) == (1, 0.0, 0)
+    with pytest.raises(DataError, match=r"^follow: the training length must be >= 1, got 0"):
+        pt.follow(board(), ctl, lambda s, n: 30.0, minibatches=0)
+    with pytest.raises(DataError, match=r"^follow: give the training length as minibatches or"):
+        pt.follow(board(), ctl, lambda s, n: 30.0)
