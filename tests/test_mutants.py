@@ -1545,3 +1545,37 @@ def test_follow_switches_by_the_training_clock_and_counts_samples_and_profiling(
         pt.follow(board(), ctl, lambda s, n: 30.0, minibatches=0)
     with pytest.raises(DataError, match=r"^follow: give the training length as minibatches or"):
         pt.follow(board(), ctl, lambda s, n: 30.0)
+
+
+def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once():
+    """TunerLoop._step_back (no fast test ran it: the hard-cap test on the twin passes
+    without a hit) and HardCap.step_back: the last readings over the cap leave the
+    configuration before its window ends, mark it hit, and tell what it showed."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 45.0)])  # both over
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, budget=4,
+                     minibatches=20, hard_cap=True, handle_signals=False,
+                     log=said.append)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(20):
+            with tuner.step():
+                pass
+            if tuner.hits:
+                break
+    assert tuner.hits == [0] and tuner.minibatch < 20
+    row = tuner.measurements().iloc[0]
+    assert (row["power_limit_w"], row["time_ms"], row["power_w"], row["index"]) == (
+        100.0,
+        300.0,
+        40.0,
+        0,
+    )
+    assert not row["stable"] and row["cap"] == 30.0 and 1 <= row["n_minibatches"] < 20
+    assert row["n_power_samples"] >= 3 and row["profile_s"] > 0
+    assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (40.0 W): stepping back"
+    assert tuner.study.hard.hits == [0] and tuner._answers[0]["index"] == 0  # told
+    tuner.close()
