@@ -1579,3 +1579,34 @@ def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once()
     assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (40.0 W): stepping back"
     assert tuner.study.hard.hits == [0] and tuner._answers[0]["index"] == 0  # told
     tuner.close()
+
+
+def test_a_real_boards_step_is_timed_by_its_clock_and_summed():
+    """TunerLoop._end_step_7-9 (a real board's minibatch time computed wrong: every
+    measurement and the cap schedule's clock off), _14-20 (minibatches and training
+    seconds not summed), _12, _13 (the next step's start), _22-24 (steps while deciding
+    not counted), _26 (a probe measured after the tuner settled)."""
+    from test_profiling_nvml import FakeNvml
+    from test_tuner import gpu_reference, nvml_board
+
+    tuner = pt.Tuner(nvml_board(FakeNvml(setters=True)), _gpu_reference(gpu_reference), 200.0,
+                     batch_size=16, handle_signals=False, log=lambda s: None)  # fmt: skip
+    try:
+        for _ in range(2):
+            tuner._t0 = tuner.board.now() - 0.25
+            tuner._end_step()
+        assert tuner.minibatch == 2 and tuner.elapsed_s == pytest.approx(0.5, abs=2e-4)
+        assert tuner._last_end is not None and tuner._t0 is None
+        tuner._pending = object()  # a decision computing: the step is not measured
+        for _ in range(2):
+            tuner._t0 = tuner.board.now()
+            tuner._end_step()
+        assert tuner.steps_while_deciding == 2
+        tuner._pending, tuner.phase = None, "settled"
+        tuner._probe = type("Probe", (), {"window": object(), "index": 0})()
+        tuner._t0 = tuner.board.now()
+        tuner._end_step()  # settled: the probe is not measured
+        assert tuner._explore_s == 0.0
+    finally:
+        tuner._pending, tuner._probe = None, None
+        tuner.close()
