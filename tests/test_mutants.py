@@ -1447,6 +1447,8 @@ def _hard_cap(measured):
         caps=np.array([30.0]), device=None, cands=cands, measured=measured,
         m_power=np.where(measured, est["power_w"], np.nan),
         knobs=knob_space(cands.to_numpy(float)), predict=lambda: (None, est),
+        inputs=("power_limit_w", "batch_size"), time_col="time_ms", rng=np.random.default_rng(0),
+        reference=SimpleNamespace(predict=lambda x: est.assign(time_ms=1.0).loc[x.index]),
     )  # fmt: skip
     return HardCap(study)
 
@@ -1610,3 +1612,13 @@ def test_a_real_boards_step_is_timed_by_its_clock_and_summed():
     finally:
         tuner._pending, tuner._probe = None, None
         tuner.close()
+
+
+def test_the_hard_caps_start_without_anything_known_safe_is_the_lowest_predicted_power():
+    """HardCap.start_for_35 (the start's fallback ranked by nothing: the first free one,
+    here 300 W predicted at 50 W, explored over a 30 W cap), _5-11 (nothing needed)."""
+    hard = _hard_cap([False] * 6)
+    take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 2)
+    assert take.tolist() == [2, 0] and why.startswith("start inside the safe set (known")
+    take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 0)
+    assert take.tolist() == [] and take.dtype.kind == "i" and why == "start inside the safe set"
