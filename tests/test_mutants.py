@@ -1619,6 +1619,7 @@ def test_the_hard_caps_start_without_anything_known_safe_is_the_lowest_predicted
     here 300 W predicted at 50 W, explored over a 30 W cap), _5-11 (nothing needed)."""
     hard = _hard_cap([False] * 6)
     take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 2)
-    assert take.tolist() == [2, 0] and why.startswith("start inside the safe set (known")
+    assert take.tolist() == [2, 0] and take.dtype.kind == "i"
+    assert why.startswith("start inside the safe set (known")
     take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 0)
     assert take.tolist() == [] and take.dtype.kind == "i" and why == "start inside the safe set"
