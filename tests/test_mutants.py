@@ -1623,3 +1623,12 @@ def test_the_hard_caps_start_without_anything_known_safe_is_the_lowest_predicted
     assert why.startswith("start inside the safe set (known")
     take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 0)
     assert take.tolist() == [] and take.dtype.kind == "i" and why == "start inside the safe set"
+
+
+def test_a_hit_measured_under_the_cap_stays_unsafe():
+    """HardCap.safe_set_9, _10 (a configuration the cap was hit at, then told a mean under
+    the cap, vouched for again: the study may ask for it again)."""
+    hard = _hard_cap([True, False, False, False, False, False])
+    assert hard.step_back(1, np.array([40.0, 41.0, 42.0]))  # the cap hit at 120 W
+    hard.study.measured[1], hard.study.m_power[1] = True, 25.0  # its mean: under the cap
+    assert hard.safe_set().unsafe[1] and hard.hits == [1]
