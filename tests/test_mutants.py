@@ -1576,10 +1576,12 @@ def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once()
         40.0,
         0,
     )
-    assert not row["stable"] and row["cap"] == 30.0 and 1 <= row["n_minibatches"] < 20
-    assert row["n_power_samples"] >= 3 and row["profile_s"] > 0
+    assert row["stable"] in (False,) and row["cap"] == 30.0 and 1 <= row["n_minibatches"] < 20
+    assert row["n_power_samples"] >= 3 and 0 < row["profile_s"] <= tuner.board.now()
     assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (40.0 W): stepping back"
     assert tuner.study.hard.hits == [0] and tuner._answers[0]["index"] == 0  # told
+    with tuner.step():  # the next configuration
+        pass
     tuner.close()
 
 
