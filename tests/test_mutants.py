@@ -1634,3 +1634,13 @@ def test_a_hit_measured_under_the_cap_stays_unsafe():
     assert hard.step_back(1, np.array([40.0, 41.0, 42.0]))  # the cap hit at 120 W
     hard.study.measured[1], hard.study.m_power[1] = True, 25.0  # its mean: under the cap
     assert hard.safe_set().unsafe[1] and hard.hits == [1]
+
+
+def test_a_budget_too_small_names_what_is_missing_after_the_rows_given():
+    """check_budget_13 (the budget needed counted with the rows given added, not taken
+    off)."""
+    from powertrain.decisions.settings import check_budget
+
+    knobs = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+    with pytest.raises(DataError, match=r"^budget must be >= 3 \(a transfer needs at least"):
+        check_budget(1, 2, knobs, knobs)
