@@ -8,6 +8,7 @@ so a later run can tell a new survivor from an old one.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -730,7 +731,7 @@ def test_a_profile_empty_without_a_board_or_unreadable_is_handled(tmp_path):
 
 
 # ------------------------------------------------------------ the Tuner's restore --
-def _counted_tuner(rows=None, fail_on_error=False):
+def _counted_tuner(rows=None, fail_on_error=False, samples=None, cap=30.0, log=None):
     """A Tuner on a replayed GPU whose on_error and close are counted."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
@@ -745,8 +746,9 @@ def _counted_tuner(rows=None, fail_on_error=False):
 
     board.on_error = on_error  # type: ignore[method-assign]
     board.close = lambda: calls.append("close")  # type: ignore[method-assign]
-    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
-                     minibatches=5, handle_signals=False, log=lambda s: None)  # fmt: skip
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), cap, batch_size=16,
+                     minibatches=5, handle_signals=False, log=log or (lambda s: None),
+                     samples=samples)  # fmt: skip
     return tuner, calls
 
 
@@ -1134,3 +1136,521 @@ def test_a_callback_with_an_empty_profile_starts_from_its_last_run_and_saves_not
     hooks.tuner.board = None  # an inert tuner: nothing to save
     hooks._save()
     assert hooks.profile.read_text() == ""
+
+
+# ------------------------------------------- run D: the Tuner's pick and its report --
+def test_a_tuners_decision_row_counts_only_this_runs_rows_over_the_cap():
+    """TunerLoop._settle_50, _51, _53-57 (rows given from a saved profile counted in the
+    share of measuring time over the cap), _72-81 (the decision row's keys), _87-90 (its
+    time's unit in the log), _new_cap_41,
+    _43, _45, _46, _48 (a saved row at the same cap not counted against the budget)."""
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 40.0)]
+    saved = pd.DataFrame([rows[2]], columns=["power_limit_w", "batch_size", "time_ms", "power_w"])
+    over = saved.assign(power_cap_w=30.0, n_minibatches=5, n_power_samples=9)  # over the cap
+    said: list[str] = []
+    tuner, _ = _counted_tuner(rows, samples=over, log=said.append)
+    from test_engine import settle
+
+    settle(tuner)
+    assert (tuner.study.n_given, tuner.study.n_resumed) == (1, 1)  # same cap: resumed
+    d = tuner.close().decisions[-1]
+    assert {"power_cap_w", "minibatch", "reason", "expected_loss", "measured"} <= set(d)
+    assert d["over_cap_time_share"] == 0.0 and d["over_cap_energy_share"] == 0.0
+    assert d["power_limit_w"] == 200.0 and d["measured"] == 2 and d["minibatch"] > 0
+    assert d["reason"] == tuner.summary().stop_reason and np.isfinite(d["expected_loss"])
+    assert any("power_limit_w=200 batch_size=16 (200 ms, 25.0 W)" in line for line in said)
+
+
+def _pick(measured, mu_p, sd_p, cost, incumbent, accept, cap=30.0, beaten=0.5):
+    from powertrain.decisions.candidates import make_pick
+
+    n = len(cost)
+    cands = pd.DataFrame({"power_limit_w": 100.0 * np.arange(1, n + 1)})
+    cost, mu_p, sd_p = (np.asarray(v, float) for v in (cost, mu_p, sd_p))
+    return make_pick(cap, cands, ["power_limit_w"], np.asarray(measured), cost, mu_p, sd_p,
+                     cost, incumbent, beaten, accept)  # fmt: skip
+
+
+def test_an_unmeasured_pick_is_taken_only_when_sure_enough_and_cheaper():
+    """make_pick_5, _8, _12 (the chance of staying within the cap computed wrong: an
+    unmeasured pick over the cap taken), _14-17 (the measured pick at position 0 not the
+    bar), _23, _24 (``>=`` / ``<`` at their edges), _27, _28, _30-32, _50, _51."""
+    # 25 W and 29.5 W, sd 0.5: 100 % and 84 % sure within 30 W; the second is cheaper
+    p = _pick([True, False, False, False], [20, 25, 29.5, 35], [0.5] * 3 + [2], [3, 2.5, 2, 1],
+              0, 0.8)  # fmt: skip
+    assert (p.config, p.measured, p.time, p.power_w, p.cost) == (
+        {"power_limit_w": 300.0}, False, 2.0, 29.5, 2.0)  # fmt: skip
+    assert p.power_cap_w == 30.0 and p.confidence == pytest.approx(0.8413, abs=1e-4)
+    assert p.reason.endswith("84 % chance of staying within 30 W")
+    assert _pick([True, False], [20, 29.5], [0.5, 0.5], [3, 2], 0, 0.85).measured  # 84 %
+    assert _pick([True, False], [20, 29.9], [0, 0], [3, 2], 0, 0.5).measured is False
+    assert _pick([True, False], [20, 30], [0, 0], [3, 2], 0, 0.5).measured is False  # 50 %
+    assert _pick([True, False], [20, 10], [0, 0], [3, 2], 0, 1.0).measured is False  # 100 %
+    # the measured pick at position 0 is the bar: the unmeasured one must be cheaper
+    assert _pick([True, False], [20, 10], [0, 0], [3, 4], 0, 0.9).config == {"power_limit_w": 100.0}
+    assert _pick([True, False], [20, 10], [0, 0], [3, 3], 0, 0.9).measured
+    # nothing measured fits (-1): any sure one is taken, the unsure cheapest is no bar
+    p = _pick([True, False, False], [40, 10, 35], [0, 0, 1], [3, 4, 1], -1, 0.9)
+    assert p.config == {"power_limit_w": 200.0} and p.measured is False
+
+
+def test_no_pick_says_what_was_measured_and_is_not_sure():
+    """make_pick_55, _56, _58, _66 (the lowest measured power in the reason), _67, _69."""
+    p = _pick([True, False], [40, 45], [0, 0], [3, 2], -1, None)
+    assert (p.config, p.power_cap_w, p.confidence, p.measured) == (None, 30.0, 0.0, False)
+    assert p.reason == "no measured configuration fits under 30 W (lowest measured power 40.0 W)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no all-NaN minimum taken when nothing is measured
+        p = _pick([False, False], [40, 45], [0, 0], [3, 2], -1, None)
+    assert p.reason == "nothing measured under 30 W" and p.confidence == 0.0
+
+
+def test_a_measured_pick_says_how_sure_it_is():
+    """make_pick_85-87, _95, _113-116 (the measured pick's reason), _80 (no pick, sure)."""
+    p = _pick([True, False], [20, 40], [1, 1], [3, 2], 0, None, beaten=0.25)
+    assert (
+        p.reason == "fastest measured under 30 W; 75 % chance no unmeasured configuration is faster"
+    )
+    assert p.measured and p.confidence == 0.75 and p.config == {"power_limit_w": 100.0}
+    p = _pick([True, False], [20, 40], [1, 1], [3, 2], 0, None, beaten=np.nan)
+    assert p.reason == "fastest measured under 30 W"
+
+
+def test_a_row_measured_across_a_cap_change_is_told_to_the_new_study():
+    """TunerLoop._told_3, _4 (the configuration being measured when the cap changed told
+    to the new cap's study as nothing: it is measured again, or the tuner fails),
+    _new_cap_5 (the change logged as None)."""
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 28.0)]
+    said: list = []
+    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 30.0 if n < 3 else 29.0, log=said.append)
+    from test_engine import settle
+
+    settle(tuner)
+    tuner.close()
+    given = tuner.study.history().query("round == -1")
+    seen = tuner.measurements()
+    assert len(given) == tuner.study.n_given == 1
+    assert given["power_limit_w"].iloc[0] == seen["power_limit_w"].iloc[0]  # the first
+    assert len(seen) == 3 and not seen.duplicated(["power_limit_w"]).any()
+    assert sum(str(line).startswith("power cap now 29 W at ") for line in said) == 1
+
+
+def test_given_rows_count_as_given_and_resumed_ones_against_the_budget():
+    """Study.tell_1, _14, _16-20 (rows given or resumed miscounted: the budget spent on a
+    cap is wrong), _5, _10, _12, _13 (their round and why), _22-27 (the errors)."""
+    from powertrain.decisions.study import Ask
+
+    study, _ = _study(measured=1)  # one row given, not resumed
+    assert (study.n_given, study.n_resumed) == (1, 0)
+    rows = study.cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    study.tell(rows.iloc[[1]], resumed=True)
+    study.tell(rows.iloc[[2]], resumed=True)
+    assert (study.n_given, study.n_resumed, study.n_new) == (3, 2, 0)
+    seen = study.history()
+    assert seen["round"].tolist() == [-1] * 3 and seen["why"].tolist() == ["given"] * 3
+    stray = Ask(np.array([0]), rows.head(1), ["x"], 1)
+    with pytest.raises(DataError, match=r"^Study\.tell: these rows answer no open ask of"):
+        study.tell(rows.head(1), stray)
+    study._asked = stray  # as if asked: two rows answer one configuration
+    with pytest.raises(DataError, match=r"returned 2 measurement\(s\) for 1 configuration\(s\)"):
+        study.tell(rows.head(2), stray)
+
+
+def test_a_measurement_finds_its_candidate_by_the_rounded_knobs_and_names_bad_samples():
+    """Study._record_38 (a knob with a fourth decimal looked up at 4 decimals: its
+    measurement matches no candidate and is lost), _19 (a bad given row named as the
+    board's), _8, _9 (``reset_index`` keeping the old index: an ``index`` column in the
+    history), _4 (a family reference's spec features not taken from the device)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.settings import Settings
+    from powertrain.decisions.study import Study
+
+    cands = pd.DataFrame({"power_limit_w": [100.12345, 200.0], "batch_size": [16, 16]})
+    settings = Settings(budget=10, seed=7).checked(2)
+    study = Study(cands, _NoTransfer(), np.array([30.0]), settings, _Judged(None))
+    rows = cands.assign(time_ms=[100.0, 200.0], power_w=[25.0, 20.0], index=[0, 1])
+    study.tell(rows.iloc[[1, 0]].set_axis([5, 9]))
+    assert study.measured.tolist() == [True, True] and study.m_power.tolist() == [25.0, 20.0]
+    with pytest.raises(DataError, match=r"^the given samples returned time_ms=nan for"):
+        study.tell(rows.head(1).assign(time_ms=np.nan))
+    study.tell(rows.drop(columns="index").set_axis([3, 4]))
+    assert list(study.log[-1].columns) == [*cands, "time_ms", "power_w", "round", "why"]
+
+    class _Family(_NoTransfer):
+        inputs_ = ("power_limit_w", "batch_size", "gpu_cores")
+
+    device = SimpleNamespace(spec=SimpleNamespace(hardware={"gpu_cores": 1024}))
+    study = Study(cands.assign(gpu_cores=1024.0), _Family(), np.array([30.0]), settings,
+                  _Judged(None), device=device)  # fmt: skip
+    study.tell(rows.drop(columns="index"))  # the board's rows: no spec features
+    assert study.measured.all() and study.history()["gpu_cores"].tolist() == [1024.0] * 2
+
+
+def test_the_board_seconds_count_every_asked_round_and_no_given_row():
+    """Study._record_48-55 (the board seconds spent measuring: given rows counted, round
+    0 left out, or each round replacing the last)."""
+    from powertrain.decisions.study import Ask
+
+    study, _ = _study(measured=1)
+    rows = study.cands.assign(time_ms=[100.0, 200.0, 300.0], power_w=[45.0, 30.0, 20.0])
+    study.tell(rows.iloc[[1]].assign(profile_s=50.0))  # given: measured before
+    for rnd, seconds in ((0, 10.0), (1, 5.0)):
+        study._asked = asked = Ask(np.array([2]), rows.iloc[[2]], ["x"], rnd)
+        study.tell(rows.iloc[[2]].assign(profile_s=seconds), asked)
+    assert study.board_s == 15.0
+
+
+def test_each_measurement_window_names_its_configuration_and_keeps_the_settle_limit():
+    """TunerLoop._configure_18 (the window unnamed: its warnings name no configuration),
+    _28 (``max_settle_s`` not passed on: a board that never settles is waited on 30 s),
+    _35, _39 (the fixed protocol's window settling its means)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    for protocol, tol in (("settled", 0.01), ("fixed", 0.0)):
+        board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+        tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                         minibatches=5, max_settle_s=4.0, protocol=protocol,
+                         handle_signals=False, log=lambda s: None)  # fmt: skip
+        with tuner.step():
+            pass
+        window = tuner._probe.window
+        assert window.max_settle_s == 4.0 and window.shown.startswith("power_limit_w=")
+        assert window.settle_tol == tol
+        tuner.close()
+
+
+def test_the_cost_factors_errors_name_the_missing_batch_size():
+    """cost_factor_6-8, _20-22 (the errors' text)."""
+    from powertrain.decisions.candidates import cost_factor
+
+    with pytest.raises(DataError, match=r"^an r vector needs a batch_size column in the conf"):
+        cost_factor(pd.DataFrame({"power_limit_w": [100.0]}), 2.0, "time_ms")
+    epochs = pd.DataFrame({"epochs": [10.0]})
+    with pytest.raises(DataError, match=r"^r: a table of epochs needs a batch_size column$"):
+        cost_factor(pd.DataFrame({"batch_size": [16]}), epochs, "time_ms")
+
+
+def test_epochs_to_the_target_must_be_above_zero_and_numbers():
+    """cost_factor_36 (a word as epochs: a raw ValueError), _42, _43 (``> 0`` at 0 and
+    at 0.5), _44, _45 (the error names the first bad value)."""
+    from powertrain.decisions.candidates import cost_factor
+
+    configs = pd.DataFrame({"batch_size": [16, 32]})
+    r = pd.DataFrame({"batch_size": [16, 32], "epochs": [0.5, 2.0]})
+    assert cost_factor(configs, r, "epoch_s").tolist() == [0.5, 2.0]
+    with pytest.raises(DataError, match=r"^r: epochs must be > 0, got (np\.float64\()?0\.0"):
+        cost_factor(configs, r.assign(epochs=[0.0, 2.0]), "epoch_s")
+    with pytest.raises(DataError, match=r"no entry for batch size\(s\) \[16\]"):
+        cost_factor(configs, r.assign(epochs=["many", 2.0]), "epoch_s")
+
+
+def test_a_tuners_study_gets_its_transfer_options_log_and_board_name():
+    """TunerLoop._new_cap_20, _30 (transfer_options dropped), _21, _31 (the study's rounds
+    not logged), _22, _32, _37 (errors name no board)."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16,
+                     minibatches=5, transfer_options={"epochs": 3}, handle_signals=False,
+                     log=said.append)  # fmt: skip
+    with tuner.step():
+        pass
+    study = tuner.study
+    assert study.transfer_options == {"epochs": 3} and study.source == "the board (ReplayBackend)"
+    assert any(line.startswith("round 0: measuring power_limit_w=") for line in said)
+    tuner.close()
+
+
+def test_rows_of_this_run_at_a_cap_it_returns_to_are_given_not_resumed():
+    """TunerLoop._new_cap_47 (with no saved profile, this run's rows at a cap it comes
+    back to counted against the new decision's budget: it measures less)."""
+    from test_engine import settle
+
+    rows = [(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 25.0), (300.0, 16, 150.0, 28.0)]
+    tuner, _ = _counted_tuner(rows, cap=lambda s, n: 29.0 if 20 <= n < 40 else 30.0)
+    for _ in range(60):  # one row measured under 30 W, two under 29 W, then 30 W again
+        with tuner.step():
+            pass
+    settle(tuner)
+    assert tuner.study.caps.tolist() == [30.0] and tuner.study.n_given == 3
+    assert (tuner.measurements()["cap"] == 30.0).sum() == 1 and tuner.study.n_resumed == 0
+    tuner.close()
+
+
+def test_a_closed_or_inert_tuner_never_touches_the_board_or_its_schedule_again():
+    """Tuner.on_step_begin_4, _5 (a step after close applies the pick decided before
+    it: the board changed after it was put back), _2, _3 (an inert tuner asks its
+    schedule for a cap)."""
+    from test_engine import settle
+    from test_tuner import gpu_reference
+
+    tuner, calls = _counted_tuner()
+    settle(tuner)
+    tuner._apply = 0  # a pick decided, to be applied at the next step
+    tuner.close()
+    set_after: list[dict] = []
+    tuner.board.configure = set_after.append  # type: ignore[method-assign]
+    with tuner.step():
+        pass
+    assert set_after == [] and calls == ["close"]
+    asked: list[int] = []
+    with pytest.warns(RuntimeWarning, match="has no effect"):
+        inert = pt.Tuner(None, _gpu_reference(gpu_reference), lambda s, n: asked.append(n) or 30)
+    checked = list(asked)  # the schedule is tried once when the tuner is built
+    with inert.step():
+        pass
+    assert asked == checked and inert.phase == "inert"
+
+
+def test_close_twice_restores_once_and_an_unused_tuner_says_nothing():
+    """Tuner.close_2, _3 (a second close restores and reports again), _17-20 (a tuner
+    closed before its first step, or inert, reports a summary of nothing)."""
+    said: list[str] = []
+    tuner, calls = _counted_tuner(log=said.append)
+    tuner.close()
+    assert calls == [] and said == []
+    tuner, calls = _counted_tuner(log=said.append)
+    with tuner.step():
+        pass
+    tuner.close()
+    reports = len(said)
+    tuner.close()
+    assert calls == ["close"] and len(said) == reports
+    from test_tuner import gpu_reference
+
+    with pytest.warns(RuntimeWarning, match="has no effect"):
+        inert = pt.Tuner(None, _gpu_reference(gpu_reference), 30.0, log=said.append)
+    inert.close()  # the warning said it all
+    assert len(said) == reports
+
+
+def test_a_step_ends_only_after_it_began_and_a_simulated_board_is_not_synced(monkeypatch):
+    """Tuner.on_step_end_1 (an end with no begin timed: the tuner fails), _5, _6 (a step
+    that closed the tuner timed after it), on_step_begin_38 (the GPU synced for a
+    simulated board, not for a real one)."""
+    import powertrain.decisions.tuner as tuner_module
+
+    synced: list[int] = []
+    monkeypatch.setattr(tuner_module, "_sync", lambda: synced.append(1))
+    tuner, calls = _counted_tuner()
+    tuner.on_step_end()  # no step began: nothing to time
+    with tuner.step():
+        tuner.close()
+    assert tuner.minibatch == 0 and calls == ["close"] and synced == []
+
+
+def _hard_cap(measured):
+    """A hard cap over six GPU limits, 100-140 W predicted safe under 30 W."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.hard_cap import HardCap
+    from powertrain.decisions.posterior import knob_space
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 120, 140, 160, 300, 320], "batch_size": 16})
+    est = pd.DataFrame({"power_w": [20.0, 22, 24, 26, 50, 55], "power_w_std": 0.1})
+    measured = np.asarray(measured)
+    study = SimpleNamespace(
+        caps=np.array([30.0]), device=None, cands=cands, measured=measured,
+        m_power=np.where(measured, est["power_w"], np.nan),
+        knobs=knob_space(cands.to_numpy(float)), predict=lambda: (None, est),
+        inputs=("power_limit_w", "batch_size"), time_col="time_ms", rng=np.random.default_rng(0),
+        reference=SimpleNamespace(predict=lambda x: est.assign(time_ms=1.0).loc[x.index]),
+    )  # fmt: skip
+    return HardCap(study)
+
+
+def test_the_hard_cap_keeps_safe_choices_and_replaces_the_rest_once_each():
+    """HardCap.keep_safe_14, _28 (``continue`` -> ``break``: the choices after the first
+    safe one, or after one with no safe neighbour left, dropped), _22 (an expander already
+    chosen or asked for chosen again: measured twice), _13 (its why), _40, _42 (an empty
+    answer as floats)."""
+    hard = _hard_cap([True, False, False, False, False, False])
+    assert hard.allowed(hard.study.predict()[1]).tolist() == [True] * 3 + [False] * 3
+    take, why = hard.keep_safe(np.array([1, 4, 2, 5]), ["a", "b", "c", "d"])
+    assert take.tolist() == [1, 2] and why == ["a", "c"]
+    take, why = hard.keep_safe(np.array([4]), ["b"])  # 140 W is the safe one nearest 300 W
+    assert take.tolist() == [2]
+    assert why == ["the safe one nearest a configuration not yet known safe (b)"]
+    hard = _hard_cap([True] * 4 + [False] * 2)  # no safe one left unmeasured
+    take, why = hard.keep_safe(np.array([4]), ["b"])
+    assert take.tolist() == [] and take.dtype.kind == "i" and why == []
+
+
+def test_a_controller_from_estimates_is_unsure_by_its_spreads_or_by_what_fits():
+    """CapController.unsure, the branch without a study (no test ran it): nothing measured
+    fits, or an unmeasured configuration may be faster by more than the tolerance."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0, 300.0], "cost": [3.0, 2.0, 1.0],
+                        "power_w": [20.0, 25.0, 40.0], "measured": [1, 0, 0]})  # fmt: skip
+    bare = pt.CapController(est, ["power_limit_w"])
+    assert not bare.unsure(30.0) and not bare.unsure(20.0) and bare.unsure(19.9)
+    spread = est.assign(time_ms=[3.0, 2.0, 1.0], time_ms_std=[0.0, 0.2, 0.1],
+                        power_w_std=[0.0, 0.5, 0.5])  # fmt: skip
+    assert pt.CapController(spread, ["power_limit_w"]).unsure(30.0)  # 200 W: 2 vs 3
+    slower = spread.assign(cost=[3.0, 6.0, 1.0], time_ms=[3.0, 6.0, 1.0])
+    assert not pt.CapController(slower, ["power_limit_w"]).unsure(30.0)
+    assert pt.CapController(slower, ["power_limit_w"]).unsure(19.0)  # nothing measured fits
+    assert pt.CapController(slower, ["power_limit_w"]).unsure(45.0)  # 300 W fits now
+    assert not pt.CapController(slower, ["power_limit_w"], tolerance=0.9).unsure(45.0)
+
+
+def test_an_unsure_controller_weighs_the_time_spread_relative_to_the_time():
+    """CapController.unsure_24-27 (the power spread taken for the time's, or read when
+    absent), _51 (times under 1 clipped to 1), _65 (the cost spread divided by the cost),
+    _4-6 (a study's verdict at the controller's tolerance and this cap)."""
+    est = pd.DataFrame({"power_limit_w": [100.0, 200.0, 300.0], "cost": [3.0, 3.3, 1.0],
+                        "power_w": [20.0, 25.0, 40.0], "measured": [1, 0, 0]})  # fmt: skip
+    close = est.assign(power_w_std=[0.0, 5.0, 0.5], time_ms=[0.003, 0.0033, 0.001],
+                       time_ms_std=[0.0, 0.00033, 0.0001])  # fmt: skip
+    assert pt.CapController(close, ["power_limit_w"]).unsure(30.0)  # 3.3 +- 0.33 vs 3
+    sure = close.assign(time_ms_std=[0.0, 0.000001, 0.0001])  # 3.3 +- 0.001: no chance
+    assert not pt.CapController(sure, ["power_limit_w"]).unsure(30.0)
+    no_power_spread = close.drop(columns="power_w_std")
+    assert not pt.CapController(no_power_spread, ["power_limit_w"]).unsure(30.0)
+    from powertrain.decisions.terminator import Standing
+
+    loss = Standing(np.array([0]), np.array([0.5]), np.array([0.01]), 0.01)
+    study, _ = _study(loss, measured=1)  # 300 W (45 W) measured; expected loss 0.01
+    cands = study.cands.assign(cost=1.0, power_w=45.0, measured=[1, 0, 0])
+    ctl = pt.CapController(cands, ["power_limit_w"], study=study, tolerance=0.02)
+    assert not ctl.unsure(50.0) and ctl.unsure(40.0)  # 0.01 < 0.02; nothing fits 40 W
+
+
+class _Controller:
+    """Answers 30 W and over with 200 W, under it with 100 W; counts a re-decision."""
+
+    def __init__(self, counts: bool = True):
+        if counts:
+            self.board_s, self.n_measured = 5.0, 2
+
+    def config_for(self, cap):
+        from powertrain.decisions.candidates import CapPick
+
+        if cap < 25 and hasattr(self, "board_s"):
+            self.board_s, self.n_measured = self.board_s + 1.0, self.n_measured + 1
+        limit = 200.0 if cap >= 25 else 100.0
+        return CapPick(cap, {"power_limit_w": limit, "batch_size": 16}, True, None, None,
+                       None, 1.0, "fastest measured")  # fmt: skip
+
+
+def test_follow_switches_by_the_training_clock_and_counts_samples_and_profiling():
+    """follow_78 (the training clock summed wrong: a later cap applied at once), _12, _17,
+    _89-100, _111 (the length in samples), _14-16 (one minibatch), _28-47, _122-143
+    (what the controller measured while following), _6-8 (the error)."""
+    from test_engine import gpu_board
+
+    def board():
+        return gpu_board([(100.0, 16, 300.0, 20.0), (200.0, 16, 200.0, 30.0)])
+
+    ctl = _Controller()
+    r = pt.follow(board(), ctl, lambda s, n: 30.0 if s < 0.99 else 20.0, samples=16 * 8)
+    assert r.segments["power_limit_w"].tolist() == [200.0, 100.0]
+    assert r.segments["minibatches"].tolist() == [5, 3] and r.minibatches == 8
+    assert r.total_s == pytest.approx(5 * 0.2 + 3 * 0.3) and r.samples == 128
+    assert (r.profiling_s, r.profiled) == (1.0, 1)
+    r = pt.follow(board(), _Controller(counts=False), lambda s, n: 30.0, minibatches=1)
+    assert (r.minibatches, r.profiling_s, r.profiled) == (1, 0.0, 0)
+    with pytest.raises(DataError, match=r"^follow: the training length must be >= 1, got 0"):
+        pt.follow(board(), ctl, lambda s, n: 30.0, minibatches=0)
+    with pytest.raises(DataError, match=r"^follow: give the training length as minibatches or"):
+        pt.follow(board(), ctl, lambda s, n: 30.0)
+
+
+def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once():
+    """TunerLoop._step_back (no fast test ran it: the hard-cap test on the twin passes
+    without a hit) and HardCap.step_back: the last readings over the cap leave the
+    configuration before its window ends, mark it hit, and tell what it showed."""
+    from test_engine import gpu_board
+    from test_tuner import gpu_reference
+
+    said: list[str] = []
+    board = gpu_board([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 45.0)])  # both over
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, budget=4,
+                     minibatches=20, hard_cap=True, handle_signals=False,
+                     log=said.append)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(20):
+            with tuner.step():
+                pass
+            if tuner.hits:
+                break
+    assert tuner.hits == [0] and tuner.minibatch < 20
+    row = tuner.measurements().iloc[0]
+    assert (row["power_limit_w"], row["time_ms"], row["power_w"], row["index"]) == (
+        100.0,
+        300.0,
+        40.0,
+        0,
+    )
+    assert row["stable"] in (False,) and row["cap"] == 30.0 and 1 <= row["n_minibatches"] < 20
+    assert row["n_power_samples"] >= 3 and 0 < row["profile_s"] <= tuner.board.now()
+    assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (40.0 W): stepping back"
+    assert tuner.study.hard.hits == [0] and tuner._answers[0]["index"] == 0  # told
+    with tuner.step():  # the next configuration
+        pass
+    tuner.close()
+
+
+def test_a_real_boards_step_is_timed_by_its_clock_and_summed():
+    """TunerLoop._end_step_7-9 (a real board's minibatch time computed wrong: every
+    measurement and the cap schedule's clock off), _14-20 (minibatches and training
+    seconds not summed), _12, _13 (the next step's start), _22-24 (steps while deciding
+    not counted), _26 (a probe measured after the tuner settled)."""
+    from test_profiling_nvml import FakeNvml
+    from test_tuner import gpu_reference, nvml_board
+
+    tuner = pt.Tuner(nvml_board(FakeNvml(setters=True)), _gpu_reference(gpu_reference), 200.0,
+                     batch_size=16, handle_signals=False, log=lambda s: None)  # fmt: skip
+    try:
+        for _ in range(2):
+            tuner._t0 = tuner.board.now() - 0.25
+            tuner._end_step()
+        assert tuner.minibatch == 2 and tuner.elapsed_s == pytest.approx(0.5, abs=2e-4)
+        assert tuner._last_end is not None and tuner._t0 is None
+        tuner._pending = object()  # a decision computing: the step is not measured
+        for _ in range(2):
+            tuner._t0 = tuner.board.now()
+            tuner._end_step()
+        assert tuner.steps_while_deciding == 2
+        tuner._pending, tuner.phase = None, "settled"
+        tuner._probe = type("Probe", (), {"window": object(), "index": 0})()
+        tuner._t0 = tuner.board.now()
+        tuner._end_step()  # settled: the probe is not measured
+        assert tuner._explore_s == 0.0
+    finally:
+        tuner._pending, tuner._probe = None, None
+        tuner.close()
+
+
+def test_the_hard_caps_start_without_anything_known_safe_is_the_lowest_predicted_power():
+    """HardCap.start_for_35 (the start's fallback ranked by nothing: the first free one,
+    here 300 W predicted at 50 W, explored over a 30 W cap), _5-11 (nothing needed)."""
+    hard = _hard_cap([False] * 6)
+    take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 2)
+    assert take.tolist() == [2, 0] and take.dtype.kind == "i"
+    assert why.startswith("start inside the safe set (known")
+    take, why = hard.start_for(hard.study, np.array([4, 5, 0]), 0)
+    assert take.tolist() == [] and take.dtype.kind == "i" and why == "start inside the safe set"
+
+
+def test_a_hit_measured_under_the_cap_stays_unsafe():
+    """HardCap.safe_set_9, _10 (a configuration the cap was hit at, then told a mean under
+    the cap, vouched for again: the study may ask for it again)."""
+    hard = _hard_cap([True, False, False, False, False, False])
+    assert hard.step_back(1, np.array([40.0, 41.0, 42.0]))  # the cap hit at 120 W
+    hard.study.measured[1], hard.study.m_power[1] = True, 25.0  # its mean: under the cap
+    assert hard.safe_set().unsafe[1] and hard.hits == [1]
+
+
+def test_a_budget_too_small_names_what_is_missing_after_the_rows_given():
+    """check_budget_13 (the budget needed counted with the rows given added, not taken
+    off)."""
+    from powertrain.decisions.settings import check_budget
+
+    knobs = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
+    with pytest.raises(DataError, match=r"^budget must be >= 3 \(a transfer needs at least"):
+        check_budget(1, 2, knobs, knobs)
