@@ -1459,6 +1459,7 @@ def _hard_cap(measured):
         knobs=knob_space(cands.to_numpy(float)), predict=lambda: (None, est),
         inputs=("power_limit_w", "batch_size"), time_col="time_ms", rng=np.random.default_rng(0),
         reference=SimpleNamespace(predict=lambda x: est.assign(time_ms=1.0).loc[x.index]),
+        log=[], history=lambda: None,  # nothing measured yet: no readings' noise known
     )  # fmt: skip
     return HardCap(study)
 
@@ -1561,7 +1562,8 @@ def test_follow_switches_by_the_training_clock_and_counts_samples_and_profiling(
 
 def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once():
     """TunerLoop._step_back (no fast test ran it: the hard-cap test on the twin passes
-    without a hit) and HardCap.step_back: the last readings over the cap leave the
+    without a hit) and HardCap.step_back: readings over the cap beyond their noise (here
+    33 % over with none known yet: the first reading past the sensor's lag) leave the
     configuration before its window ends, mark it hit, and tell what it showed."""
     from test_engine import gpu_board
     from test_tuner import gpu_reference
@@ -1587,7 +1589,7 @@ def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once()
         0,
     )
     assert row["stable"] in (False,) and row["cap"] == 30.0 and 1 <= row["n_minibatches"] < 20
-    assert row["n_power_samples"] >= 3 and 0 < row["profile_s"] <= tuner.board.now()
+    assert row["n_power_samples"] >= 1 and 0 < row["profile_s"] <= tuner.board.now()
     assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (40.0 W): stepping back"
     assert tuner.study.hard.hits == [0] and tuner._answers[0]["index"] == 0  # told
     with tuner.step():  # the next configuration
