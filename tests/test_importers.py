@@ -127,18 +127,23 @@ def test_perseus_bad_values_are_one_line_and_write_nothing(tmp_path, capsys, edi
     assert not (tmp_path / "o").exists()
 
 
+def _source(tool: str, tmp_path: Path) -> Path:
+    """A release folder for ``tool``: a small Perseus one, or a copy of Zeus's traces."""
+    if tool == "import_perseus":
+        return _perseus_source(tmp_path)
+    if not ZEUS.is_dir():
+        pytest.skip(f"the Zeus traces are not at {ZEUS}")
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ("summary_train.csv", "summary_power_a40.csv", "LICENSE"):
+        shutil.copy(ZEUS / f, src / f)
+    return src
+
+
 @pytest.mark.parametrize("tool", ["import_perseus", "import_zeus"])
 def test_importers_check_the_licence_and_the_output_before_writing(tmp_path, capsys, tool):
     module = _tool(tool)
-    if tool == "import_perseus":
-        src = _perseus_source(tmp_path)
-    else:
-        if not ZEUS.is_dir():
-            pytest.skip(f"the Zeus traces are not at {ZEUS}")
-        src = tmp_path / "src"
-        src.mkdir()
-        for f in ("summary_train.csv", "summary_power_a40.csv", "LICENSE"):
-            shutil.copy(ZEUS / f, src / f)
+    src = _source(tool, tmp_path)
     (src / "LICENSE").unlink()
     out = tmp_path / "o"
     assert module.main(["--source", str(src), "--out", str(out)]) == 1
@@ -182,15 +187,7 @@ def test_importers_refuse_a_read_only_out_in_one_line(tmp_path, capsys, tool):
     else:
         pytest.skip("no read-only folder for root on this system")
     module = _tool(tool)
-    if tool == "import_perseus":
-        src = _perseus_source(tmp_path)
-    else:
-        if not ZEUS.is_dir():
-            pytest.skip(f"the Zeus traces are not at {ZEUS}")
-        src = tmp_path / "src"
-        src.mkdir()
-        for f in ("summary_train.csv", "summary_power_a40.csv", "LICENSE"):
-            shutil.copy(ZEUS / f, src / f)
+    src = _source(tool, tmp_path)
     assert module.main(["--source", str(src), "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"--out {out}: cannot write it" in err and len(err.strip().splitlines()) == 1
