@@ -196,3 +196,24 @@ def test_the_step_back_judges_the_mean_beyond_the_real_readings_noise():
     assert len(under) >= 30 and len(over) >= 40  # 37 and 50
     assert not under.hit.any(), under[under.hit]
     assert over.hit.mean() >= 0.9
+
+
+def test_a_second_hit_adds_to_what_is_unsafe_and_forgets_nothing():
+    """SafeSet.mark_unsafe_1 (``|=`` as ``=``: a second hit elsewhere forgot the first,
+    whose configuration could be proposed again)."""
+    cands = pd.DataFrame({"gpu_mhz": [100.0, 200.0, 300.0, 100.0, 200.0, 300.0],
+                          "cores": [2, 2, 2, 4, 4, 4]})  # fmt: skip
+    s = SafeSet(cands, 30.0, monotone={"gpu_mhz": 1, "cores": 1})
+    s.mark_unsafe(2)  # 300 MHz, 2 cores: and 300 MHz, 4 cores above it
+    s.mark_unsafe(4)  # 200 MHz, 4 cores: and 300 MHz, 4 cores
+    assert s.unsafe.tolist() == [False, False, True, False, True, True]
+
+
+def test_the_readings_noise_of_rows_that_do_not_say_is_nothing():
+    """reading_noise_8 (a table without the columns read as if it had them: KeyError),
+    _22 (a spread that is not a number raised instead of being left out)."""
+    assert reading_noise(pd.DataFrame({"power_w": [30.0]})) == (0.0, 0)
+    rows = pd.DataFrame({"power_w": [30.0, 20.0], "power_w_std": ["n/a", 2.0],
+                         "n_power_samples": [10, 5]})  # fmt: skip
+    ss, dof = reading_noise(rows)
+    assert dof == 4 and ss == pytest.approx(4 * 0.1**2)
