@@ -33,12 +33,11 @@ measured; a run cut short by its time budget measured fewer (``n``).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pandas as pd
-from results_file import publish
+from results_file import data_args, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "measured" / "h200"
@@ -157,15 +156,11 @@ def show(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--json", type=Path, default=None, help="also write the result here")
-    args = ap.parse_args(argv)
+    args, shown = data_args(__doc__, DATA, argv)
     side = next(iter(sorted(args.data.glob("*/*.provenance.json"))), None)
     if side is None:
         raise SystemExit(f"{args.data}: no corpus with a provenance sidecar")
     gpu = json.loads(side.read_text())["gpu"]
-    shown = args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data
     rows, clocks = card(args.data)
     result = {"gpu": gpu, "data": str(shown), "compare": compare(args.data), "card": rows,
               "clocks": clocks}  # fmt: skip

@@ -9,6 +9,7 @@ which git ignores: ``--show`` and ``--merge`` read them from there.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -35,6 +36,17 @@ def write(path: str | Path, data: dict, keep: tuple[str, ...] = ()) -> Path:
         detail.write_text(json.dumps(data, indent=1, default=float))
     path.write_text(json.dumps(small, indent=1, default=float))
     return path
+
+
+def data_args(doc: str, data: Path, argv: list[str] | None) -> tuple[argparse.Namespace, Path]:
+    """A small benchmark's command line (``--data`` folder, default ``data``; ``--json``)
+    and the folder as the results file shows it: relative to the checkout when inside."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=data)
+    ap.add_argument("--json", type=Path, default=None, help="also write the result here")
+    args = ap.parse_args(argv)
+    root = Path(__file__).resolve().parents[1]
+    return args, args.data.relative_to(root) if args.data.is_relative_to(root) else args.data
 
 
 def publish(result: dict, text: str, path: Path | None) -> None:

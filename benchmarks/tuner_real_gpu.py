@@ -24,12 +24,11 @@ script, on two versions of ``hard_cap`` (:data:`SESSIONS`). Per run it prints:
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pandas as pd
-from results_file import publish
+from results_file import data_args, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "measured" / "h200"
@@ -108,11 +107,7 @@ def show(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--json", type=Path, default=None, help="also write the result here")
-    args = ap.parse_args(argv)
-    shown = args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data
+    args, shown = data_args(__doc__, DATA, argv)
     runs, best = rows(args.data)
     result = {"data": str(shown), "sessions": SESSIONS, "judge_best": best, "runs": runs}
     publish(result, show(result), args.json)
