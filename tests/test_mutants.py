@@ -1656,3 +1656,220 @@ def test_a_budget_too_small_names_what_is_missing_after_the_rows_given():
     knobs = ["cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "batch_size"]
     with pytest.raises(DataError, match=r"^budget must be >= 3 \(a transfer needs at least"):
         check_budget(1, 2, knobs, knobs)
+
+
+# ------------------------------------------------- run F: the engine's entry points --
+def test_decide_passes_every_argument_on_with_the_settings_defaults(monkeypatch):
+    """decide_19-66 (an argument not passed on: ``hard_cap``, ``cap_weights``, ``start``,
+    ``confidence``, ``tolerance``, ``correlation``, ``acquisition``, ``protocol``,
+    ``n_minibatches`` left at their defaults, ``out`` dropped: no measurement saved,
+    ``batch_size``, ``progress``, ``transfer_options`` dropped), _1, _6, _7, _10, _11
+    (decide's defaults not Settings' own)."""
+    from powertrain.decisions import decide as module
+    from powertrain.decisions.settings import Settings
+
+    seen: dict = {}
+
+    def opened(*args):
+        seen["open"] = args
+        return "board", "study"
+
+    def driven(board, study, s, out=None):
+        seen["drive"] = (board, study, s, out)
+        return "decision"
+
+    monkeypatch.setattr(module, "open_study", opened)
+    monkeypatch.setattr(module, "drive", driven)
+    assert pt.decide("b", "ref", 30.0) == "decision"
+    assert seen["drive"] == ("board", "study", Settings(), None)
+    assert seen["open"] == ("b", "ref", 30.0, Settings(), None, None, None, None, None, None)
+    say, options = print, {"epochs": 3}
+    given = dict(budget=9, start=6, per_round=3, confidence=0.8, draws=64, patience=2,
+                 tolerance=0.02, method="contest", seed=5, correlation=0.4,
+                 acquisition="probability", protocol="fixed", objective="energy",
+                 n_minibatches=12, accept_unmeasured=0.95, hard_cap=True, cap_weights=[1, 2])  # fmt: skip
+    pt.decide("b", "ref", [20, 30], candidates="c", batch_size=16, r="r", samples="s",
+              progress=say, transfer_options=options, out="m.csv", **given)  # fmt: skip
+    assert seen["drive"] == ("board", "study", Settings(**given), "m.csv")
+    assert seen["open"] == (
+        "b", "ref", [20, 30], Settings(**given), "c", 16, "r", "s", say, options
+    )  # fmt: skip
+
+
+def test_the_tables_assessment_scales_each_spread_and_weighs_the_caps(monkeypatch):
+    """TableSampler.assess_1 (``wide`` 2 by default: every spread doubled), _11-14, _36,
+    _37 (a spread divided by its scale, or scaled by another's), _22, _38-40 (energy not
+    passed on), _43, _45 (the correlation given ignored), _46-50 (the forecast not put back
+    at unit scale), _53, _55, _60, _61 (the standing's loss per cap, expected loss or
+    forecast dropped)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.samplers import table
+
+    monkeypatch.setattr(table, "spread_scale", lambda z: float(z))  # z_t 2, z_p 3
+    got: dict = {}
+
+    def assessed(mean_sd, measured, m, knobs, caps, factor, energy, draws, rng, field):
+        got.update(mean_sd=mean_sd, energy=energy, draws=draws, length=field.length)
+        loss = SimpleNamespace(beaten=np.array([0.2]), per_cap=np.array([0.04]),
+                               total=lambda w: float(np.sum(w) * 0.5))  # fmt: skip
+        return SimpleNamespace(incumbent=np.array([1]), loss=loss,
+                               forecast=np.array([[1.0], [6.0], [2.0], [12.0]]))  # fmt: skip
+
+    monkeypatch.setattr(table, "assess", assessed)
+    settings = SimpleNamespace(objective="energy", draws=7, correlation=0.3)
+    study = SimpleNamespace(
+        settings=settings, time_col="time_ms", surprise=lambda: (2.0, 3.0),
+        measured=None, m_time=None, m_power=None, knobs=None, caps=np.array([30.0]),
+        factor=None, rng=None, weights=np.array([0.25, 0.25]),
+    )  # fmt: skip
+    est = pd.DataFrame({"time_ms": [10.0], "time_ms_std": [1.0], "power_w": [20.0],
+                        "power_w_std": [0.5]})  # fmt: skip
+    standing = table.TableSampler().assess(study, est)
+    t, st, p, sp = got["mean_sd"]
+    assert (t.tolist(), st.tolist(), p.tolist(), sp.tolist()) == ([10.0], [2.0], [20.0], [1.5])
+    assert (got["energy"], got["draws"], got["length"]) == (True, 7, 0.3)
+    assert standing.forecast.ravel().tolist() == [1.0, 3.0, 2.0, 4.0]
+    assert standing.loss.tolist() == [0.04] and standing.expected_loss == 0.25
+    assert standing.incumbent.tolist() == [1] and standing.beaten.tolist() == [0.2]
+    settings.objective, settings.correlation = "time", None
+    table.TableSampler().assess(study, est, wide=2.0)
+    assert got["energy"] is False and got["mean_sd"][1].tolist() == [4.0]
+    from powertrain.decisions.posterior import LENGTH
+
+    assert got["length"] == LENGTH
+
+
+def test_a_callbacks_arguments_are_checked_when_it_is_built():
+    """check_options_6, _7 (a batch size of 1 refused), _13 (every schedule refused),
+    _15 (a bool taken as watts), _21, _22 (0 W accepted; 0.5 W refused), _41, _42
+    (``minibatches`` not checked), _50 (a word as budget: a raw TypeError), _60, _63 (a
+    reference without ``targets_``: a raw TypeError), _66 (the message), _9-11, _35, _37
+    (the way round named: ``Tuner.batches``, the options known)."""
+    import types
+
+    from powertrain.integrations import TunerHooks
+
+    ref = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    TunerHooks(None, ref, 0.5, batch_size=1, budget=1, minibatches=1)  # the edges: fine
+    TunerHooks(None, ref, lambda t, n: 30.0)  # a schedule is checked when training starts
+    bad = [
+        (dict(batch_size=0), r"batch_size: the callback tunes at one batch size \(the "
+         r"dataloader's\); got 0; choose the batch size with powertrain\.Tuner\.batches"),
+        (dict(power_cap_w=True), "power_cap_w must be positive watts or a schedule, got True"),
+        (dict(power_cap_w=0), "power_cap_w must be positive watts or a schedule, got 0"),
+        (dict(minibatches=0), "minibatches must be an integer >= 1, got 0"),
+        (dict(budget="5"), "budget must be an integer >= 1, got '5'"),
+        (dict(speed=1, zoom=2), r"unknown option\(s\) speed, zoom; the Tuner takes [a-z_]+, [a-z]"),
+        (dict(reference=object()), "^TunerHooks: reference must be a fitted Predictor of power_w$"),
+    ]  # fmt: skip
+    for change, match in bad:
+        args = dict(reference=ref, power_cap_w=30.0)
+        args.update({k: change.pop(k) for k in list(change) if k in args})
+        with pytest.raises(DataError, match=match):
+            TunerHooks(None, args["reference"], args["power_cap_w"], **change)
+
+
+def _started_hooks(monkeypatch, rank=0, size=1, batch_size=16, found=32):
+    """TunerHooks whose Tuner, ranks and Agreement are fakes that record what they got."""
+    import types
+
+    from powertrain.decisions import tuner as tuner_module
+    from powertrain.integrations import TunerHooks, distributed
+
+    monkeypatch.undo()  # the real Tuner's options checked (a second call in one test)
+    reference = types.SimpleNamespace(targets_=("time_ms", "power_w"))
+    hooks = TunerHooks("the board", reference, 30.0, batch_size=batch_size, budget=7)
+    made: dict = {}
+
+    class _Tuner:
+        def __init__(self, *args, **kwargs):
+            made["tuner"] = (args, kwargs)
+
+    monkeypatch.setattr(tuner_module, "Tuner", _Tuner)
+    monkeypatch.setattr(distributed, "world", lambda: (rank, size))
+    monkeypatch.setattr(distributed, "Agreement", lambda board: ("agreement", board))
+    hooks._told = hooks._saved = 3  # as after a first fit
+    hooks.start_tuner(found, print)
+    return hooks, made
+
+
+def test_a_callbacks_tuner_starts_at_its_batch_size_with_its_options_on_rank_zero_only(
+    monkeypatch,
+):
+    """TunerHooks.start_tuner_2 (a reused callback's counts not reset: **its first
+    measurement never saved to the profile**, its first decision never logged), _8 (the
+    batch size given ignored for the loader's), _39 (the options and the log not passed
+    on), _16, _17, _19, _21 (no Agreement, or one without the board, across two ranks:
+    **the other rank's board never set**), _23, _24 (rank 1 running a Tuner of its own)."""
+    hooks, made = _started_hooks(monkeypatch)
+    args, kwargs = made["tuner"]
+    assert args == ("the board", hooks.reference, 30.0) and kwargs["batch_size"] == 16
+    assert kwargs["budget"] == 7 and kwargs["log"] == hooks._say and kwargs["samples"] is None
+    assert (hooks._told, hooks._saved, hooks.agreement) == (0, 0, None)
+    hooks, made = _started_hooks(monkeypatch, batch_size=None, size=2)
+    assert made["tuner"][1]["batch_size"] == 32
+    assert hooks.agreement == ("agreement", "the board")
+    made.clear()
+    hooks, made = _started_hooks(monkeypatch, rank=1, size=2)
+    assert hooks.tuner is None and made == {} and hooks.agreement == ("agreement", "the board")
+
+
+class _DecidingTuner:
+    """What TunerHooks.step_end reads of a Tuner: a decision more at each step."""
+
+    time_column = "time_ms"
+
+    def __init__(self):
+        self.decisions: list[dict] = []
+        self.board = None
+
+    def on_step_end(self):
+        n = len(self.decisions)
+        self.decisions.append({"power_cap_w": 30.0 - n, "time_ms": 100.0 + n, "power_w": 20.0,
+                               "measured": True})  # fmt: skip
+
+    def measurements(self):
+        return pd.DataFrame({"cap": [30.0, 30.0], "time_ms": [100.0, 300.0],
+                             "power_w": [35.0, 20.0]})  # fmt: skip
+
+
+def test_each_decision_is_logged_once_with_its_share_over_the_cap():
+    """TunerHooks.step_end_5, _6 (the decisions told counted wrong: the third step logs
+    the second decision again), _7, _8, _12, _15 (the measured rows not passed on: no
+    share of the time over the cap logged)."""
+    import types
+
+    from powertrain.integrations import TunerHooks
+
+    hooks = TunerHooks(None, types.SimpleNamespace(targets_=("time_ms", "power_w")), 30.0)
+    hooks.tuner = _DecidingTuner()
+    logged = [hooks.step_end() for _ in range(3)]
+    assert [[m["powertrain/power_cap_w"] for m in step] for step in logged] == [[30.0], [29.0],
+                                                                               [28.0]]  # fmt: skip
+    assert logged[0][0]["powertrain/over_cap_time_share"] == 0.25  # 100 of 400 ms at 35 W
+
+
+def test_the_table_measures_by_credit_and_improvement_or_by_the_chance_to_win(monkeypatch):
+    """TableSampler.choose_2-5, _7-11 (the acquisition read wrong: "improvement" measured
+    by the chance to win, or "probability" by the portfolio)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.samplers import table
+
+    got: list = []
+    monkeypatch.setattr(table, "batch", lambda gain, w, n, own: got.append((gain, own)) or
+                        np.array([0, 1])[:n])  # fmt: skip
+    monkeypatch.setattr(table, "_why", lambda now, j, caps, w, row, col, own: (j, own))
+    loss = SimpleNamespace(credit="credit", wins="wins", improvement="improvement")
+    now = SimpleNamespace(loss=loss, rivals=np.array([4, 7]))
+    est = pd.DataFrame({"time_ms": np.arange(8.0)})
+    settings = SimpleNamespace(acquisition="improvement")
+    study = SimpleNamespace(settings=settings, weights=None, caps=None, time_col="time_ms")
+    standing = SimpleNamespace(detail=(now, est))
+    take, why = table.TableSampler().choose(study, standing, 2)
+    assert take.tolist() == [4, 7] and why == [(4, False), (7, True)]
+    assert got[-1] == ("credit", "improvement")
+    settings.acquisition = "probability"
+    take, why = table.TableSampler().choose(study, standing, 2)
+    assert got[-1] == ("wins", None) and why == [(4, False), (7, False)]
