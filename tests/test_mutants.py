@@ -1687,7 +1687,8 @@ def test_decide_passes_every_argument_on_with_the_settings_defaults(monkeypatch)
     given = dict(budget=9, start=6, per_round=3, confidence=0.8, draws=64, patience=2,
                  tolerance=0.02, method="contest", seed=5, correlation=0.4,
                  acquisition="probability", protocol="fixed", objective="energy",
-                 n_minibatches=12, accept_unmeasured=0.95, hard_cap=True, cap_weights=[1, 2])  # fmt: skip
+                 n_minibatches=12, accept_unmeasured=0.95, hard_cap=True,
+                 cap_weights=[1, 2])  # fmt: skip
     pt.decide("b", "ref", [20, 30], candidates="c", batch_size=16, r="r", samples="s",
               progress=say, transfer_options=options, out="m.csv", **given)  # fmt: skip
     assert seen["drive"] == ("board", "study", Settings(**given), "m.csv")
@@ -1860,7 +1861,7 @@ def test_the_table_measures_by_credit_and_improvement_or_by_the_chance_to_win(mo
     got: list = []
     monkeypatch.setattr(table, "batch", lambda gain, w, n, own: got.append((gain, own)) or
                         np.array([0, 1])[:n])  # fmt: skip
-    monkeypatch.setattr(table, "_why", lambda now, j, caps, w, row, col, own: (j, own))
+    monkeypatch.setattr(table, "_why", lambda now, j, caps, w, row, col, own=False: (j, own))
     loss = SimpleNamespace(credit="credit", wins="wins", improvement="improvement")
     now = SimpleNamespace(loss=loss, rivals=np.array([4, 7]))
     est = pd.DataFrame({"time_ms": np.arange(8.0)})
