@@ -1874,3 +1874,42 @@ def test_the_table_measures_by_credit_and_improvement_or_by_the_chance_to_win(mo
     settings.acquisition = "probability"
     take, why = table.TableSampler().choose(study, standing, 2)
     assert got[-1] == ("wins", None) and why == [(4, False), (7, False)]
+
+
+def test_measure_profiles_by_the_protocol_and_returns_only_this_rounds_rows(monkeypatch):
+    """measure_15-20 (the protocol read wrong: "settled" measured for the fixed window or
+    the reverse), _24, _30, _34 (a progress bar), _32, _33 (the window or settling not
+    passed on), _35 (**the whole ``out`` file returned: earlier rounds' rows told again**),
+    _45 (a knob with a fourth decimal rounded at 4: its row, rounded at 3 in the file, is
+    lost), _1-3 (the defaults)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions import decide as module
+    from powertrain.decisions.settings import SETTLE_TOL
+
+    cols = ["gpu_mhz", "batch_size"]
+    earlier = pd.DataFrame({"gpu_mhz": [300.0], "batch_size": [16], "time_ms": [5.0]})
+    seen: list = []
+
+    def profiled(board, configs, **kwargs):
+        seen.append(kwargs)
+        got = configs.round(3).assign(time_ms=1.0)
+        return got if kwargs["out"] is None else pd.concat([earlier, got], ignore_index=True)
+
+    monkeypatch.setattr(module, "profile", profiled)
+    board = SimpleNamespace(config_columns=cols)
+    configs = pd.DataFrame({"gpu_mhz": [114.75049], "batch_size": [16]})
+    got = module.measure(board, configs)
+    assert seen[-1] == dict(progress=False, out=None, n_minibatches=40, settle_tol=SETTLE_TOL)
+    assert got["gpu_mhz"].tolist() == [114.75]
+    got = module.measure(board, configs, "m.csv", 7, "fixed")
+    assert seen[-1] == dict(progress=False, out="m.csv", n_minibatches=7, settle_tol=0.0)
+    assert got["gpu_mhz"].tolist() == [114.75] and got["time_ms"].tolist() == [1.0]
+
+
+def test_a_second_ask_before_its_tell_is_refused():
+    """Study.ask_2-5 (the message)."""
+    study, _ = _study(measured=1)
+    study._asked = object()
+    with pytest.raises(DataError, match=r"^Study\.ask: tell the measurements of the last ask"):
+        study.ask()
