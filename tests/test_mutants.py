@@ -1913,3 +1913,46 @@ def test_a_second_ask_before_its_tell_is_refused():
     study._asked = object()
     with pytest.raises(DataError, match=r"^Study\.ask: tell the measurements of the last ask"):
         study.ask()
+
+
+def test_the_start_is_the_hard_caps_when_it_explores_under_the_cap_and_counts_given_rows():
+    """Study.ask_23 (**with ``hard_cap`` the sampler's start, not the safe set's: the first
+    configurations explored may draw over the cap**), _19 (a start of 5 with 5 rows given
+    asks for one more)."""
+    from types import SimpleNamespace
+
+    study, sampler = _study(measured=3)
+    study.measured[:] = False  # as if the three were given and nothing is known
+    asked: list = []
+    sampler.start = lambda s, free, need: asked.append(("sampler", need)) or (np.zeros(0, int), "")
+    study.hard = SimpleNamespace(
+        start_for=lambda s, free, need: asked.append(("safe set", need)) or (np.array([2]), "safe")
+    )  # fmt: skip
+    got = study.ask()
+    assert asked == [("safe set", 2)] and got.positions.tolist() == [2] and got.why == ["safe"]
+    study, sampler = _study(measured=3)
+    study.settings.start = 3  # as many given as the start needs
+    study.measured[:] = False
+    sampler.start = lambda s, free, need: asked.append(("sampler", need)) or (np.zeros(0, int), "")
+    study.stop_reason = "budget"  # nothing asked after the start
+    assert study.ask() is None and asked[-1] == ("sampler", 0)
+
+
+def test_a_sampler_without_a_model_is_assessed_without_a_transfer():
+    """Study.ask_51 (a transfer made for a sampler that uses no model)."""
+
+    class _Assessed(Exception):
+        pass
+
+    study, sampler = _study(measured=1)
+    seen: list = []
+
+    def assessed(s, est):
+        seen.append(est)
+        raise _Assessed
+
+    sampler.assess = assessed
+    study._started = True  # past the start
+    with pytest.raises(_Assessed):
+        study.ask()  # _NoTransfer fails any transfer or prediction
+    assert seen == [None]
