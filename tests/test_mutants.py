@@ -1956,3 +1956,17 @@ def test_a_sampler_without_a_model_is_assessed_without_a_transfer():
     with pytest.raises(_Assessed):
         study.ask()  # _NoTransfer fails any transfer or prediction
     assert seen == [None]
+
+
+def test_the_stop_rule_sees_every_assessments_picks_and_the_rows_spent():
+    """Study.ask_59, _65 (the picks of each assessment not kept for the "stable" rule),
+    _62 (resumed rows taken off the budget spent, not added: **more measured than the
+    budget**)."""
+    from powertrain.decisions.terminator import Standing
+
+    study, _ = _study(Standing(np.array([0, 1]), np.array([0.5, 0.5])), measured=1)
+    study._started, study.n_new, study.n_resumed = True, 3, 2
+    told: list = []
+    study.terminator = lambda standing, seen, spent: told.append((list(seen), spent)) or "budget"
+    assert study.ask() is None and study.stop_reason == "budget"
+    assert told == [([(0, 1)], 5)]
