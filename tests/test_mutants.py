@@ -1970,3 +1970,31 @@ def test_the_stop_rule_sees_every_assessments_picks_and_the_rows_spent():
     study.terminator = lambda standing, seen, spent: told.append((list(seen), spent)) or "budget"
     assert study.ask() is None and study.stop_reason == "budget"
     assert told == [([(0, 1)], 5)]
+
+
+def test_a_round_under_a_hard_cap_keeps_only_what_is_known_safe_and_stays_in_budget():
+    """Study.ask_93-96 (**with ``hard_cap`` a round's choices not passed through the safe
+    set: a configuration over the cap explored**), _82 (a round larger than the budget
+    left)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.terminator import Standing
+
+    standing = Standing(np.array([0]), np.array([0.5]))
+    study, sampler = _study(standing, measured=1)
+    study._started, study.n_new = True, 9  # one left of the budget of 10
+    sampler.uses_model = True
+    study.predict = lambda: (None, "the estimates")
+    study.terminator = lambda *args: None
+    chosen: list = []
+    sampler.choose = lambda s, st, n: chosen.append(n) or (np.array([1, 2]), ["a", "b"])
+    kept: list = []
+
+    def keep_safe(take, why):
+        kept.append((take.tolist(), take.dtype.kind, why))
+        return np.array([2]), ["b, known safe"]
+
+    study.hard = SimpleNamespace(keep_safe=keep_safe, grow=lambda est: 1 / 0)
+    asked = study.ask()
+    assert chosen == [1] and kept == [([1, 2], "i", ["a", "b"])]
+    assert asked.positions.tolist() == [2] and asked.why == ["b, known safe"]
