@@ -1998,3 +1998,34 @@ def test_a_round_under_a_hard_cap_keeps_only_what_is_known_safe_and_stays_in_bud
     asked = study.ask()
     assert chosen == [1] and kept == [([1, 2], "i", ["a", "b"])]
     assert asked.positions.tolist() == [2] and asked.why == ["b, known safe"]
+    assert asked.round == study.rounds == 1
+
+
+def test_a_round_with_nothing_known_safe_grows_the_set_and_one_with_nothing_stops():
+    """Study.ask_103-105 (nothing in reach known safe: the set not grown, or grown from
+    no estimates), _106, _108-110 (a round with nothing to measure not stopped as
+    exhausted), _113 (the rounds counted), the forecast kept for what is measured."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.terminator import Standing
+
+    forecast = np.arange(12.0).reshape(4, 3)
+    study, sampler = _study(Standing(np.array([0]), np.array([0.5]), forecast=forecast),
+                            measured=1)  # fmt: skip
+    study._started, study.rounds = True, 4
+    sampler.uses_model = True
+    study.predict = lambda: (None, "the estimates")
+    study.terminator = lambda *args: None
+    sampler.choose = lambda s, st, n: (np.array([1]), ["a"])
+    grown: list = []
+    study.hard = SimpleNamespace(
+        keep_safe=lambda take, why: (np.zeros(0, int), []),
+        grow=lambda est: grown.append(est) or (np.array([2]), ["grown"]),
+    )  # fmt: skip
+    asked = study.ask()
+    assert grown == ["the estimates"] and asked.positions.tolist() == [2]
+    assert asked.why == ["grown"] and asked.round == study.rounds == 5
+    assert study.ahead[:, 2].tolist() == [2.0, 5.0, 8.0, 11.0] and np.isnan(study.ahead[:, 1]).all()
+    study.tell(asked.configs.assign(time_ms=1.0, power_w=10.0), asked)
+    sampler.choose = lambda s, st, n: (np.zeros(0, int), [])
+    assert study.ask() is None and study.stop_reason == "exhausted" and study.rounds == 5
