@@ -2029,3 +2029,23 @@ def test_a_round_with_nothing_known_safe_grows_the_set_and_one_with_nothing_stop
     study.tell(asked.configs.assign(time_ms=1.0, power_w=10.0), asked)
     sampler.choose = lambda s, st, n: (np.zeros(0, int), [])
     assert study.ask() is None and study.stop_reason == "exhausted" and study.rounds == 5
+
+
+def test_a_reference_is_checked_for_each_part_and_its_time_column_is_not_power():
+    """check_reference_18, _19, _28 (a reference without inputs, targets or ``transfer``
+    let through, or a raw AttributeError), _42, _43 (**``power_w`` taken as the time
+    column when it comes first**), _1, _36-38 (the messages)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.settings import check_reference
+
+    def ref(**parts):
+        return SimpleNamespace(**{"inputs_": ("a",), "targets_": ("time_ms", "power_w"),
+                                  "transfer": print, **parts})  # fmt: skip
+
+    assert check_reference(ref(targets_=("power_w", "epoch_s"))) == (("a",), "epoch_s")
+    for bad in (ref(inputs_=None), ref(targets_=None), ref(transfer=None), SimpleNamespace()):
+        with pytest.raises(DataError, match=r"^reference must be a fitted powertrain\.Predictor"):
+            check_reference(bad)
+    with pytest.raises(DataError, match=r"^the reference predicts time_ms, epoch_s; a decision"):
+        check_reference(ref(targets_=("time_ms", "epoch_s")))
