@@ -2044,7 +2044,12 @@ def test_a_reference_is_checked_for_each_part_and_its_time_column_is_not_power()
                                   "transfer": print, **parts})  # fmt: skip
 
     assert check_reference(ref(targets_=("power_w", "epoch_s"))) == (("a",), "epoch_s")
-    for bad in (ref(inputs_=None), ref(targets_=None), ref(transfer=None), SimpleNamespace()):
+    for bad in (
+        ref(inputs_=None),
+        ref(targets_=None),
+        ref(transfer=None),
+        SimpleNamespace(inputs_=("a",), targets_=("power_w", "time_ms")),
+    ):
         with pytest.raises(DataError, match=r"^reference must be a fitted powertrain\.Predictor"):
             check_reference(bad)
     with pytest.raises(DataError, match=r"^the reference predicts time_ms, epoch_s; a decision"):
