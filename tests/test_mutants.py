@@ -2054,3 +2054,55 @@ def test_a_reference_is_checked_for_each_part_and_its_time_column_is_not_power()
             check_reference(bad)
     with pytest.raises(DataError, match=r"^the reference predicts time_ms, epoch_s; a decision"):
         check_reference(ref(targets_=("time_ms", "epoch_s")))
+
+
+_SETTING_ERRORS = [
+    (dict(objective="speed"), r"objective must be one of time, energy, got 'speed'"),
+    (dict(protocol="fast"), r"protocol must be one of settled, fixed, got 'fast'"),
+    (dict(acquisition="x"), r"acquisition must be one of improvement, probability, got 'x'"),
+    (dict(budget=0), r"budget must be an integer >= 1 \(a number of configurations\), got 0"),
+    (dict(per_round=0), r"per_round must be a positive integer, got 0"),
+    (dict(patience=-1), r"patience must be an integer >= 0 \(rounds\), got -1"),
+    (dict(draws=0), r"draws must be a positive integer, got 0"),
+    (dict(seed=-1), r"seed must be an integer >= 0, got -1"),
+    (dict(n_minibatches=0), r"n_minibatches must be an integer >= 1, got 0"),
+    (dict(confidence=1.0), r"confidence must be a probability in \(0, 1\), got 1\.0"),
+    (dict(hard_cap=1), r"hard_cap must be True or False, got 1"),
+    (dict(accept_unmeasured=0.0), r"accept_unmeasured must be a probability in \(0, 1\), got 0\.0"),
+    (dict(tolerance=1.0), r"tolerance must be a fraction in \[0, 1\), got 1\.0"),
+    (dict(tolerance=True), r"tolerance must be a fraction in \[0, 1\), got True"),
+    (dict(tolerance="0.1"), r"tolerance must be a fraction in \[0, 1\), got '0\.1'"),
+    (dict(correlation=-1.0), r"correlation must be a finite number >= 0, got -1\.0"),
+    (dict(start=4), r"start must be an integer >= 5 \(a transfer needs at least 5 measured "
+     r"configurations\), got 4"),
+    (dict(start=5.0), r"start must be an integer >= 5 .*, got 5\.0"),
+    (dict(start=True), r"start must be an integer >= 5 .*, got True"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change, match", _SETTING_ERRORS)
+def test_each_setting_is_refused_by_name_just_past_its_edge(change, match):
+    """Settings.checked: each check's name, edge and wording (an error names the setting
+    and what it takes)."""
+    from powertrain.decisions.settings import Settings
+
+    with pytest.raises(DataError, match="^" + match + "$"):
+        Settings(**change).checked(0)
+
+
+def test_each_setting_is_taken_at_its_edge_and_the_start_fits_the_budget():
+    """Settings.checked at the edges it accepts; ``start``: 5 by default, fewer with rows
+    given, at most the budget plus them."""
+    from powertrain.decisions.settings import Settings
+
+    edge = dict(budget=1, per_round=1, patience=0, draws=1, seed=0, n_minibatches=1,
+                tolerance=0, correlation=0.0, confidence=0.001, accept_unmeasured=0.999,
+                hard_cap=False, objective="energy", protocol="fixed",
+                acquisition="probability")  # fmt: skip
+    assert Settings(**edge).checked(0).start == 1  # 5, at most the budget
+    assert Settings(budget=50, tolerance=np.float64(0.5)).checked(0).start == 5
+    assert Settings(budget=50, start=np.int64(2)).checked(3).start == 2  # 3 given
+    assert Settings(budget=50, start=0).checked(7).start == 0
+    assert Settings(budget=2, start=9).checked(4).start == 6
+    with pytest.raises(DataError, match=r"^start must be an integer >= 2 "):
+        Settings(budget=50, start=1).checked(3)
