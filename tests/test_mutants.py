@@ -2106,3 +2106,81 @@ def test_each_setting_is_taken_at_its_edge_and_the_start_fits_the_budget():
     assert Settings(budget=2, start=9).checked(4).start == 6
     with pytest.raises(DataError, match=r"^start must be an integer >= 2 "):
         Settings(budget=50, start=1).checked(3)
+
+
+def test_caps_as_given_are_numbers_and_each_weight_follows_its_cap():
+    """cap_values (the text, a bool, an empty or unlisted value named), cap_weights (a
+    weight that does not follow its cap into sorted order: **the weight of one cap put
+    on another**; one per cap; a cap given twice with two weights), their messages."""
+    from powertrain.decisions.settings import cap_values, cap_weights, check_caps
+
+    assert cap_values(30) == [30.0] and cap_values(np.float32(7.5)) == [7.5]
+    assert cap_values((40, 20)) == [40.0, 20.0]
+    for bad, match in [
+        ("30", r"^power_cap_w must be watts or a list of watts, got the text '30': pass a "
+               r"number \(30\) or numbers \(\[20, 30\]\)$"),
+        (b"30", r"got the text b'30'"),
+        (None, r"^power_cap_w must be watts or a list of watts, got None$"),
+        ([], r"^power_cap_w: give at least one cap in watts$"),
+        (True, r"^power_cap_w must be watts or a list of watts, got True$"),
+        ([20, 0], r"^power_cap_w must be a finite number > 0, got 0$"),
+    ]:  # fmt: skip
+        with pytest.raises(DataError, match=match):
+            cap_values(bad)
+    given = [40, 20, 30]
+    caps = check_caps(given)
+    assert cap_weights(given, caps, None).tolist() == [1 / 3] * 3
+    assert cap_weights(given, caps, [3, 1, 0]).tolist() == [0.25, 0.0, 0.75]
+    assert cap_weights([30, 30], check_caps([30, 30]), [1, 1]).tolist() == [1.0]
+    for weights, match in [
+        ([1, 1], r"^cap_weights: give one weight >= 0 per cap \(3\), not all 0; got 2$"),
+        ([0, 0, 0], r"^cap_weights: give one weight >= 0 per cap \(3\), not all 0; got 3$"),
+        (5, r"^cap_weights: give a list of numbers, got 5$"),
+        ([1, -1, 1], r"^cap_weights must be a finite number >= 0, got -1$"),
+    ]:  # fmt: skip
+        with pytest.raises(DataError, match=match):
+            cap_weights(given, caps, weights)
+    with pytest.raises(DataError, match=r"^cap_weights: the cap 30 W is given twice with two "):
+        cap_weights([30, 40, 30], check_caps([30, 40, 30]), [1, 1, 2])
+
+
+def test_a_cap_schedule_is_checked_at_once_and_at_every_answer():
+    """cap_schedule (**a schedule's answer of 0, -5, NaN or a bool taken as watts**; a
+    schedule not asked at 0 s before training; a fixed cap of NaN, 0 or text), the
+    messages naming the time and the value."""
+    from powertrain.decisions.settings import cap_schedule
+
+    asked: list = []
+    schedule = cap_schedule(lambda t, n: asked.append((t, n)) or (30 if n < 5 else 0))
+    assert asked == [(0.0, 0)]
+    assert schedule(12.0, 3) == 30.0 and isinstance(schedule(1.0, 1), float)
+    with pytest.raises(DataError, match=r"^the cap schedule returned 0 at 61 s: a cap must be "):
+        schedule(61.2, 5)
+    for bad in (lambda t, n: -5, lambda t, n: float("nan"), lambda t, n: True):
+        with pytest.raises(DataError, match=r"^the cap schedule returned .* at 0 s"):
+            cap_schedule(bad)
+    fixed = cap_schedule(np.float64(25))
+    assert fixed(100.0, 9) == 25.0 and isinstance(fixed(0.0, 0), float)
+    for bad, match in [
+        (float("nan"), r"^power_cap_w must be positive watts, got nan$"),
+        (0, r"^power_cap_w must be positive watts, got 0$"),
+        (True, r"^power_cap_w must be watts or a schedule, got True$"),
+        ("30", r"^power_cap_w must be watts or a schedule, got '30'$"),
+    ]:  # fmt: skip
+        with pytest.raises(DataError, match=match):
+            cap_schedule(bad)
+
+
+def test_samples_must_be_a_table_of_measurements():
+    """check_samples (**predictions given as samples taken as measured**; a list taken as
+    a table), its messages."""
+    from powertrain.decisions.settings import check_samples
+
+    assert check_samples(None) is None
+    rows = pd.DataFrame({"power_limit_w": [100.0], "time_ms": [5.0], "power_w": [20.0],
+                         "n_minibatches": [40], "n_power_samples": [12]})  # fmt: skip
+    assert check_samples(rows) is rows
+    with pytest.raises(DataError, match=r"^samples must be a DataFrame of measurements, got list$"):
+        check_samples([1, 2])
+    with pytest.raises(DataError, match=r"^samples: row 1 is not a measurement: it records no "):
+        check_samples(rows.drop(columns=["n_minibatches", "n_power_samples"]))
