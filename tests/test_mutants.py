@@ -2131,6 +2131,7 @@ def test_caps_as_given_are_numbers_and_each_weight_follows_its_cap():
     caps = check_caps(given)
     assert cap_weights(given, caps, None).tolist() == [1 / 3] * 3
     assert cap_weights(given, caps, [3, 1, 0]).tolist() == [0.25, 0.0, 0.75]
+    assert cap_weights(given, caps, [0.5, 0.25, 0.25]).tolist() == [0.25, 0.25, 0.5]
     assert cap_weights([30, 30], check_caps([30, 30]), [1, 1]).tolist() == [1.0]
     for weights, match in [
         ([1, 1], r"^cap_weights: give one weight >= 0 per cap \(3\), not all 0; got 2$"),
