@@ -2154,7 +2154,8 @@ def test_a_cap_schedule_is_checked_at_once_and_at_every_answer():
     asked: list = []
     schedule = cap_schedule(lambda t, n: asked.append((t, n)) or (30 if n < 5 else 0))
     assert asked == [(0.0, 0)]
-    assert schedule(12.0, 3) == 30.0 and isinstance(schedule(1.0, 1), float)
+    assert schedule(12.0, 3) == 30.0 and asked[-1] == (12.0, 3)
+    assert isinstance(schedule(1.0, 1), float) and cap_schedule(0.5)(0.0, 0) == 0.5
     with pytest.raises(DataError, match=r"^the cap schedule returned 0 at 61 s: a cap must be "):
         schedule(61.2, 5)
     for bad in (lambda t, n: -5, lambda t, n: float("nan"), lambda t, n: True):
