@@ -1660,11 +1660,11 @@ def test_a_budget_too_small_names_what_is_missing_after_the_rows_given():
 
 # ------------------------------------------------- run F: the engine's entry points --
 def test_decide_passes_every_argument_on_with_the_settings_defaults(monkeypatch):
-    """decide_19-66 (an argument not passed on: ``hard_cap``, ``cap_weights``, ``start``,
-    ``confidence``, ``tolerance``, ``correlation``, ``acquisition``, ``protocol``,
-    ``n_minibatches`` left at their defaults, ``out`` dropped: no measurement saved,
-    ``batch_size``, ``progress``, ``transfer_options`` dropped), _1, _6, _7, _10, _11
-    (decide's defaults not Settings' own)."""
+    """decide_19, _27, _34, _36, _38, _41, _44-46, _48, _51 (``start``, ``correlation``,
+    ``cap_weights``, ``confidence``, ``tolerance``, ``acquisition``, ``protocol``,
+    ``n_minibatches`` left at their defaults), _53, _56 (``out`` dropped: **no measurement
+    saved**), _62, _65, _66 (``batch_size``, ``progress``, ``transfer_options`` dropped),
+    _1, _6, _7, _10, _11 (decide's defaults not Settings' own)."""
     from powertrain.decisions import decide as module
     from powertrain.decisions.settings import Settings
 
