@@ -98,3 +98,228 @@ def test_a_step_back_tells_the_timed_minibatches_and_the_readings_after_the_sens
     assert row["profile_s"] == pytest.approx(0.875) and row["stable"] in (False,)
     assert said[-1] == "cap hit at power_limit_w=100 batch_size=16 (43.8 W): stepping back"
     tuner.close()
+
+
+# ---------------------------------------------------------------- the contest --
+def _contest(rows: list[tuple], caps=(30.0,), objective="time", rng=None, **kw):
+    """contest over rows of (ms, W, measured, factor), spreads 1 % of time and 0.5 W."""
+    from powertrain.decisions.samplers.contest import contest
+
+    mu_t, mu_p, measured, factor = (np.array(c) for c in zip(*rows))
+    return contest(mu_t, 0.01 * mu_t, mu_p.astype(float), np.full(len(rows), 0.5),
+                   measured.astype(bool), np.array(caps), factor.astype(float), objective,
+                   rng=np.random.default_rng(7) if rng is None else rng, **kw)  # fmt: skip
+
+
+#: measured 10 ms at 20 W and 8 ms at 28 W; unmeasured 9 ms at 15 W (cheapest in energy)
+#: and 10.5 ms at 19.5 W (near the measured pick in energy: its 3-sigma bound is under it)
+ROWS = [(10.0, 20.0, 1, 1.0), (8.0, 28.0, 1, 1.0), (9.0, 15.0, 0, 1.0), (10.5, 19.5, 0, 1.0)]
+#: none of these can win under 30 W: measured over it, 3 sigma over it (33 W), 3 sigma
+#: slower than the pick in time (20 ms), in energy (12 ms at 21 W: 3 sigma above 200 mJ)
+HOPELESS = [(5.0, 40.0, 1, 1.0), (6.0, 33.0, 0, 1.0), (20.0, 22.0, 0, 1.0), (12.0, 21.0, 0, 1.0)]
+
+
+@pytest.mark.parametrize("objective", ["time", "energy"])
+def test_the_contest_weighs_time_or_energy_and_ignores_what_cannot_win(objective):
+    """contest_21-27, _78-88, _129-134 (energy ignored, divided, or its 3-sigma bound
+    wrong), _75, _109, _110, _113 (the screen of what cannot win: a measured
+    configuration over the cap, one 3 sigma over the cap or 3 sigma slower taken as a
+    rival), _153 (a last rival that never wins given the chance of the one before). What
+    cannot win changes nothing: the draws of the others are the same."""
+    c = _contest(ROWS + HOPELESS, objective=objective)
+    alone = _contest(ROWS, objective=objective)
+    n = len(ROWS)
+    assert c.incumbent.tolist() == alone.incumbent.tolist() == [1 if objective == "time" else 0]
+    np.testing.assert_array_equal(c.probs[:, :n], alone.probs)
+    np.testing.assert_array_equal(c.improvement[:, :n], alone.improvement)
+    assert c.beaten.tolist() == alone.beaten.tolist()
+    assert not c.probs[:, n:].any() and not c.improvement[:, n:].any()
+    if objective == "time":  # 8 ms measured: nothing unmeasured is faster
+        assert c.beaten[0] == 0.0 and c.probs[0].tolist() == [0, 1, 0, 0, 0, 0, 0, 0]
+    else:  # 200 mJ measured; 9 ms at 15 W is 135 mJ, 10.5 ms at 19.5 W about 205 mJ
+        assert c.probs[0, 2] > 0.99 and c.beaten[0] == pytest.approx(c.probs[0, 2])
+        assert c.improvement[0, 2] == pytest.approx(1 - 135 / 200, abs=0.01)
+        assert 0 < c.improvement[0, 3] < 0.02 and c.probs[0, 3] < 0.01
+
+
+def test_the_contest_costs_include_the_factor_and_each_cap_gets_its_pick():
+    """contest_13, _16, _18, _22, _72, _130 (the factor, epochs to accuracy, ignored or
+    divided: here a configuration twice as slow per minibatch but needing half the
+    minibatches), _174 (without a measured pick, a rival's improvement is its chance),
+    _105, _106 (the measured pick's chance with no rival: 1), _118 (a cap
+    without rivals ended the loop: the next cap got no pick)."""
+    rows = [(10.0, 20.0, 1, 1.0), (9.0, 25.0, 1, 2.0), (12.0, 20.0, 0, 0.5)]
+    c = _contest(rows)
+    assert c.incumbent.tolist() == [0] and c.beaten[0] > 0.99 and c.probs[0, 2] > 0.99
+    assert c.improvement[0, 2] == pytest.approx(0.4, abs=0.01)  # 6 against 10
+    c = _contest([(5.0, 40.0, 1, 1.0), *ROWS], caps=(40.0, 30.0))  # nothing beats 5 ms
+    assert c.incumbent.tolist() == [0, 2] and c.beaten[0] == 0.0
+    assert c.probs[0, 0] == 1.0 and c.probs[1, 2] == 1.0
+    c = _contest([(10.0, 20.0, 1, 1.0), (12.0, 15.0, 0, 1.0)], caps=(17.0,))  # nothing fits
+    assert c.incumbent.tolist() == [-1] and c.improvement[0, 1] == c.probs[0, 1] > 0.99
+
+
+def test_the_contest_draws_from_the_studys_generator_or_a_fixed_one():
+    """contest_6 (the study's generator ignored: every seed the same draws), _7, _8 (no
+    generator given: not the fixed seed 0, so a decision is not repeatable)."""
+    from powertrain.decisions.samplers.contest import contest
+
+    args = (np.array([10.0, 10.2]), np.array([0.0, 0.3]), np.array([20.0, 20.0]),
+            np.array([0.0, 0.5]), np.array([True, False]), np.array([30.0]))  # fmt: skip
+    fixed = contest(*args).probs
+    assert contest(*args, rng=np.random.default_rng(0)).probs.tolist() == fixed.tolist()
+    assert contest(*args, rng=np.random.default_rng(1)).probs.tolist() != fixed.tolist()
+
+
+def _contest_study(acquisition: str = "improvement"):
+    """A study over ROWS and HOPELESS under 30 W, in energy; what the contest sampler
+    reads of it, and the model's estimates (the measured rows' predictions off)."""
+    from types import SimpleNamespace
+
+    t, p, m, f = (np.array(c, float) for c in zip(*(ROWS + HOPELESS)))
+    m, f[3] = m.astype(bool), 0.9  # 10.5 ms at 19.5 W in 0.9 of the minibatches: 184 mJ
+    study = SimpleNamespace(
+        settings=SimpleNamespace(objective="energy", draws=256, acquisition=acquisition),
+        time_col="time_ms", measured=m, m_time=np.where(m, t, np.nan),
+        m_power=np.where(m, p, np.nan), caps=np.array([30.0]), factor=f,
+        rng=np.random.default_rng(7),
+    )  # fmt: skip
+    est = pd.DataFrame({"time_ms": np.where(m, 3 * t, t), "time_ms_std": 0.01 * t,
+                        "power_w": np.where(m, p / 2, p), "power_w_std": 0.5})  # fmt: skip
+    return study, est
+
+
+@pytest.mark.parametrize("acquisition", ["improvement", "probability"])
+def test_the_contest_sampler_judges_by_the_measurements_and_chooses_what_may_win(acquisition):
+    """ContestSampler.assess (no fast test ran it: the measured rows' values, the spreads,
+    the objective, the factor (_32), the study's generator and draws passed on), .choose (the
+    acquisition, nothing measured or hopeless chosen, the best first, at most n) and _why
+    (what a choice is said to be)."""
+    from powertrain.decisions.samplers.contest import ContestSampler, contest
+
+    study, est = _contest_study(acquisition)
+    sampler = ContestSampler()
+    standing = sampler.assess(study, est)
+    t, p, m, f = (np.array(c, float) for c in zip(*(ROWS + HOPELESS)))
+    f[3] = 0.9
+    want = contest(t, 0.01 * t, p, np.full(len(t), 0.5), m.astype(bool), np.array([30.0]), f,
+                   "energy", 256, np.random.default_rng(7))  # fmt: skip
+    assert standing.incumbent.tolist() == [0] and standing.incumbent.dtype.kind == "i"
+    assert standing.beaten.tolist() == want.beaten.tolist()
+    assert standing.improvement.tolist() == want.improvement.max(axis=1).tolist()
+    assert standing.detail[1] is est
+    np.testing.assert_array_equal(standing.detail[0].probs, want.probs)
+    take, why = sampler.choose(study, standing, 3)
+    gain = want.improvement if acquisition == "improvement" else want.probs
+    assert take.tolist() == [2, 3][: int((gain[0, 2:4] > 0).sum())] and take[0] == 2
+    assert why[0] == (
+        f"candidate under 30 W, {100 * want.probs[0, 2]:.0f} % chance of being fastest "
+        "(predicted 9 ms, 15.0 W)"
+    )
+    assert sampler.choose(study, standing, 1)[0].tolist() == [2]
+
+
+def test_the_contest_sampler_skips_the_measured_and_breaks_ties_in_table_order():
+    """ContestSampler.choose_9 (a measured configuration's chance counted: measured
+    again), _20, _22, _25 (ties not in table order: which of equal configurations is
+    measured depends on the sort)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.samplers.contest import Contest, ContestSampler
+    from powertrain.decisions.terminator import Standing
+
+    probs = np.tile([0.5, 0.2, 0.5, 0.1], 20)[None, :] / 20
+    measured = np.arange(80) == 0
+    study = SimpleNamespace(measured=measured, caps=np.array([30.0]), time_col="time_ms",
+                            settings=SimpleNamespace(acquisition="probability"))  # fmt: skip
+    est = pd.DataFrame({"time_ms": np.ones(80), "power_w": np.ones(80)})
+    c = Contest(probs, np.array([0]), np.array([0.5]), np.zeros((1, 80)))
+    take, _ = ContestSampler().choose(study, Standing(c.incumbent, c.beaten, detail=(c, est)), 6)
+    assert take.tolist() == [2, 4, 6, 8, 10, 12]
+
+
+def test_a_contest_choice_says_each_cap_it_may_win_under():
+    """_why_1-18: the caps where the configuration has a chance (all caps if none), its
+    best chance, its predicted time in the time column's unit and its power."""
+    from powertrain.decisions.samplers.contest import _why
+
+    row = pd.Series({"epoch_s": 12.345, "power_w": 19.96})
+    caps = np.array([20.0, 30.0, 40.0])
+    assert _why(np.array([0.0, 0.25, 0.5]), caps, row, "epoch_s") == (
+        "candidate under 30-40 W (2 caps), 50 % chance of being fastest (predicted 12.35 s, 20.0 W)"
+    )
+    assert _why(np.array([0.0, 0.0, 0.0]), caps, row, "epoch_s").startswith(
+        "candidate under 20-40 W (3 caps), 0 % chance"
+    )
+    assert _why(np.array([0.0, 0.4, 0.0]), caps, row, "epoch_s").startswith(
+        "candidate under 30 W, 40 % chance"
+    )
+
+
+# ---------------------------------------------------------- the random sampler --
+def _random_study(measured: list[bool], objective: str = "time"):
+    from types import SimpleNamespace
+
+    m = np.array(measured)
+    t = np.where(m, np.linspace(10.0, 5.0, len(m)), np.nan)
+    p = np.where(m, np.linspace(15.0, 40.0, len(m)), np.nan)
+    return SimpleNamespace(
+        measured=m, m_time=t, m_power=p, factor=np.ones(len(m)), caps=np.array([30.0, 20.0]),
+        settings=SimpleNamespace(objective=objective), rng=np.random.default_rng(3),
+    )  # fmt: skip
+
+
+def test_the_random_sampler_never_draws_a_configuration_twice_or_a_measured_one():
+    """RandomSampler.start_8, _11, _12 and .choose_7, _10, _15 (drawn with replacement:
+    a configuration measured twice in one round), .choose_3 (drawn among the measured
+    ones: measured again, the rest never)."""
+    from powertrain.decisions.samplers.random import RandomSampler
+
+    sampler = RandomSampler()
+    study = _random_study([False] * 30)
+    first, why = sampler.start(study, np.arange(30), 30)
+    assert sorted(first.tolist()) == list(range(30)) and why == "random start"
+    study = _random_study([i % 3 == 0 for i in range(40)])
+    take, why = sampler.choose(study, sampler.assess(study, None), 40)
+    assert sorted(take.tolist()) == [i for i in range(40) if i % 3] and why == ["random"] * 26
+
+
+def test_the_random_samplers_measured_pick_is_the_cheapest_under_each_cap_by_the_objective():
+    """RandomSampler.assess_3, _5, _9 (the objective, or the power, not passed on: the
+    fastest taken for the least energy)."""
+    from powertrain.decisions.samplers.random import RandomSampler
+
+    sampler = RandomSampler()
+    measured = [True] * 6  # 10 ms at 15 W ... 5 ms at 40 W
+    study = _random_study(measured)
+    assert sampler.assess(study, None).incumbent.tolist() == [3, 1]  # 7 ms at 30 W, 9 at 20
+    study = _random_study(measured, "energy")
+    assert sampler.assess(study, None).incumbent.tolist() == [0, 0]  # 150 mJ
+
+
+# ------------------------------------------------------------------- redecide --
+def test_each_redecision_keeps_to_the_candidates_and_options_and_adds_up():
+    """CapController.redecide_9, _16 (the controller's candidates not passed: a re-decision
+    over every configuration the board has, outside those the decision was given), _19
+    (its tolerance and decide options dropped), _30 (the new study not kept: later caps
+    judged by the old one), _36, _38 (a second re-decision's configurations and board
+    seconds counted instead of added)."""
+    from test_decide import KEYS, QUICK
+
+    from powertrain.data.corpora import load_corpus
+
+    table = load_corpus("orin-agx_mobilenetv3_bs16").sample(300, random_state=0)
+    reference = pt.Predictor.from_pretrained("orin-agx/resnet18")
+    some = table[KEYS].iloc[:150]
+    d = pt.decide(ReplayBackend(table), reference, 40.0, budget=6, seed=0, candidates=some,
+                  transfer_options=QUICK)  # fmt: skip
+    board = ReplayBackend(table)
+    ctl = pt.CapController.from_decision(d, board=board, reference=reference, budget=3,
+                                         tolerance=0.2, transfer_options=QUICK, seed=5)  # fmt: skip
+    first = ctl.redecide(18.0)
+    ctl.redecide(15.0)
+    assert first >= 1 and ctl.n_measured == sum(n for _, n in ctl.redecided) == board.n_measured
+    assert ctl.board_s == pytest.approx(board.now()) and len(ctl.measured()) == ctl.n_measured
+    assert len(ctl.estimates) == 150 and ctl.study is not d.study
+    assert ctl.study.caps.tolist() == [15.0] and len(ctl.study.cands) == 150
+    assert (ctl.study.settings.tolerance, ctl.study.settings.seed) == (0.2, 5)
