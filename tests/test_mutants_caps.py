@@ -208,6 +208,7 @@ def test_the_contest_sampler_judges_by_the_measurements_and_chooses_what_may_win
     assert standing.beaten.tolist() == want.beaten.tolist()
     assert standing.improvement.tolist() == want.improvement.max(axis=1).tolist()
     assert standing.detail[1] is est
+    np.testing.assert_array_equal(standing.detail[0].improvement, want.improvement)
     np.testing.assert_array_equal(standing.detail[0].probs, want.probs)
     take, why = sampler.choose(study, standing, 3)
     gain = want.improvement if acquisition == "improvement" else want.probs
@@ -323,3 +324,161 @@ def test_each_redecision_keeps_to_the_candidates_and_options_and_adds_up():
     assert len(ctl.estimates) == 150 and ctl.study is not d.study
     assert ctl.study.caps.tolist() == [15.0] and len(ctl.study.cands) == 150
     assert (ctl.study.settings.tolerance, ctl.study.settings.seed) == (0.2, 5)
+
+
+# ----------------------------------------------------------------- load_table --
+def test_a_cap_table_is_checked_cell_by_cell_and_a_pick_at_its_cap_fits(tmp_path):
+    """load_table_54 (``>`` -> ``>=``: a pick exactly at its cap refused), _8, _14-16 (a
+    table without ``measured`` or ``reason`` taken, or not named), _19, _23, _24, _27-29
+    (a cap of 0 W taken, or the file not named), _32-38 (the cap that has two rows), _3,
+    _5-7 (what the file was read as), _47 and the defect it showed: a power that is not a
+    number ("99 W") was read as no power and passed the cap check."""
+    from powertrain.decisions.decide import load_table
+    from powertrain.errors import DataError
+
+    path = tmp_path / "caps.csv"
+    good = pd.DataFrame({"power_cap_w": [20.0, 30.0, 40.0], "power_limit_w": [100.0, 150, 200],
+                         "power_w": [20.0, 29.5, None], "measured": [True, True, False],
+                         "reason": ["measured", "measured", "nothing fits"]})  # fmt: skip
+
+    def refused(df: pd.DataFrame, match: str) -> None:
+        df.to_csv(path, index=False)
+        with pytest.raises(DataError, match=match):
+            load_table(path)
+
+    good.to_csv(path, index=False)
+    assert load_table(path)["power_w"].tolist()[:2] == [20.0, 29.5]  # 20 W under 20 W fits
+    refused(good.drop(columns="reason"), rf"^{path}: not a cap table: missing column\(s\) reason$")
+    refused(good.drop(columns=["measured", "reason"]), r"missing column\(s\) measured, reason$")
+    refused(good.assign(power_cap_w=[20.0, 0.0, 40.0]),
+            rf"^{path}: row 2, column 'power_cap_w': 0 must be > 0")  # fmt: skip
+    refused(good.assign(power_cap_w=[20.0, 30.0, 20.0]).iloc[[0, 1, 2, 1]],
+            rf"^{path}: the cap 20 W has two rows$")  # fmt: skip
+    refused(good.assign(power_w=["20", "99 W", None]),
+            rf"^{path}: row 2, column 'power_w': not a number of watts$")  # fmt: skip
+    refused(good.assign(power_w=[20.0, 30.5, None]), rf"^{path}: row 2: the pick draws 30.5 W")
+    path.write_text("")
+    with pytest.raises(DataError, match=rf"^cap table {path}: the file is empty"):
+        load_table(path)
+
+
+# ------------------------------------------------------------------- hard cap --
+def _hard_study(device, cap: float = 30.0, log: list | None = None, history=None):
+    """What HardCap reads of a study: 36 Orin AGX modes at batch size 16, none measured."""
+    from itertools import product
+    from types import SimpleNamespace
+
+    grid = product([4, 8, 12], [1113.6, 1728.0], [408.0, 612.0, 816.0], [2133.0, 3199.0])
+    cands = pd.DataFrame(list(grid), columns=["cores", "cpu_mhz", "gpu_mhz", "mem_mhz"])
+    cands["batch_size"] = 16
+    n = len(cands)
+    return SimpleNamespace(caps=np.array([cap]), device=device, cands=cands,
+                           measured=np.zeros(n, bool), m_power=np.full(n, np.nan),
+                           log=log or [], history=lambda: history)  # fmt: skip
+
+
+def test_the_hard_caps_known_safe_start_is_what_the_presets_within_the_cap_vouch_for():
+    """HardCap.__init___9-25, _30, _35 (the spec's monotone knobs not passed: a preset
+    vouches only for itself), _44, _46-51, _53-61, _63-65 and _presets_1, _2 (the presets
+    within the cap not seeded: nothing known safe, the start from the model alone), _36,
+    _37 (the confidence and reach asked for dropped)."""
+    from powertrain.decisions.hard_cap import HardCap
+
+    study = _hard_study(pt.get_device("orin-agx"))
+    hard = HardCap(study, confidence=0.9, reach=0.1)
+    c = study.cands
+    # MODE_15W and MODE_30W fit 30 W; MODE_30W is 8 cores, 1728 MHz CPU, 612 MHz GPU
+    vouched = (c.cores <= 8) & (c.cpu_mhz <= 1728) & (c.gpu_mhz <= 612)
+    assert hard.set.known().tolist() == vouched.tolist() and vouched.sum() == 16
+    assert (hard.set.confidence, hard.set.reach) == (0.9, 0.1)
+    assert not HardCap(_hard_study(pt.get_device("orin-agx"), cap=10.0)).set.known().any()
+
+
+def test_a_device_without_a_presets_table_seeds_nothing():
+    """_presets_3 (what a device returns that is not a table taken as its presets)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.hard_cap import HardCap
+
+    for device in (None, SimpleNamespace(presets=lambda: None)):
+        assert not HardCap(_hard_study(device)).set.known().any()
+
+
+def test_the_first_step_back_after_one_window_weighs_that_windows_noise():
+    """HardCap.__init___39 (the noise cache starting at one window: after the first
+    measured window, its readings' noise not read and three readings 1 W over a 30 W cap
+    that agree taken as a hit). With that window's 10 % spread they are within the noise."""
+    from powertrain.decisions.hard_cap import HardCap
+
+    window = pd.DataFrame({"power_w": [28.0], "power_w_std": [2.8], "n_power_samples": [100]})
+    hard = HardCap(_hard_study(None, log=[object()], history=window))
+    assert not hard.step_back(0, np.array([31.0, 31.0, 31.0])) and hard.hits == []
+    hard = HardCap(_hard_study(None, log=[object()], history=None))  # no spread known
+    assert hard.step_back(0, np.array([31.0, 31.0, 31.0])) and hard.hits == [0]
+
+
+# ------------------------------------------------------------------- safe set --
+def test_the_step_back_weighs_the_standard_error_of_the_mean_not_one_readings_spread():
+    """over_beyond_noise_29 (the standard error times sqrt(n), not over it: 16 readings
+    averaging 1 W over a 30 W cap with a 2 % spread never a hit, the board left over the
+    cap)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    s = SafeSet(pd.DataFrame({"gpu_mhz": [100.0, 200.0]}), 30.0, confidence=0.99)
+    readings = np.tile([30.38, 31.62], 8)  # mean 31 W, sd 0.64 W: standard error 0.16 W
+    assert s.step_back(1, readings) and s.hits == [1]
+
+
+def test_seeds_and_presets_vouch_for_what_each_one_covers():
+    """SafeSet.seed_8 (a second seed replaced what the first vouched for), preset_seeds_4
+    (presets without a power budget: one of them taken as safe), _11 (a preset budgeted
+    at the cap itself left out), _25, _26 (the presets' own batch size kept: no seed has
+    the batch sizes asked for)."""
+    from powertrain.decisions.safe_set import SafeSet, preset_seeds
+
+    cands = pd.DataFrame({"gpu_mhz": [100.0, 200.0, 100.0, 200.0], "cores": [2, 2, 4, 4],
+                          "batch_size": 16})  # fmt: skip
+    s = SafeSet(cands, 30.0, monotone={"gpu_mhz": 1, "cores": 1})
+    s.seed([{"gpu_mhz": 200.0, "cores": 2, "batch_size": 16},
+            {"gpu_mhz": 100.0, "cores": 4, "batch_size": 16}])  # fmt: skip
+    assert s.known().tolist() == [True, True, True, False]
+    presets = pd.DataFrame({"name": ["low", "mid", "top"], "budget_w": [15.0, 30.0, None],
+                            "gpu_mhz": [100.0, 200.0, 300.0], "batch_size": [1, 1, 1]})  # fmt: skip
+    seeds = preset_seeds(presets, 30.0, [8, 16])
+    assert seeds[["name", "batch_size"]].values.tolist() == [
+        ["low", 8], ["low", 16], ["mid", 8], ["mid", 16]]  # fmt: skip
+    assert preset_seeds(presets.drop(columns="budget_w"), 30.0, [16]).empty
+
+
+def test_the_set_grows_to_a_configuration_predicted_at_the_cap():
+    """SafeSet.grow_19 (``<=`` -> ``<``: a configuration whose predicted power is the cap
+    itself not grown to, the study stopped "exhausted")."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    s = SafeSet(pd.DataFrame({"gpu_mhz": [100.0, 200.0, 300.0]}), 30.0)
+    s.tell(0, 20.0)
+    assert s.grow(np.array([20.0, 30.0, 31.0]), np.array([True, False, False])) == 1
+
+
+def test_a_windows_noise_counts_from_two_readings_and_a_count_that_is_text_is_left_out():
+    """reading_noise_44, _45 (a window of two readings, one degree of freedom, left out),
+    _35 (a reading count that is not a number raised mid-training instead of being left
+    out)."""
+    from powertrain.decisions.safe_set import reading_noise
+
+    rows = pd.DataFrame({"power_w": [20.0, 30.0], "power_w_std": [2.0, 3.0],
+                         "n_power_samples": [2, "many"]})  # fmt: skip
+    assert reading_noise(rows) == (pytest.approx(0.1**2), 1)
+
+
+def test_a_decisions_over_cap_columns_name_both_shares_or_nan():
+    """over_cap_columns_2, _3, _8-12 (the two columns of a decision row: their names, and
+    nan without measured rows)."""
+    from powertrain.decisions.safe_set import over_cap_columns
+
+    rows = pd.DataFrame({"time_ms": [10.0, 30.0], "power_w": [20.0, 40.0]})
+    got = over_cap_columns(rows, 30.0)
+    assert got == {"over_cap_time_share": 0.75, "over_cap_energy_share": pytest.approx(1200 / 1400)}
+    got = over_cap_columns(None, 30.0)
+    assert list(got) == ["over_cap_time_share", "over_cap_energy_share"]
+    assert all(math.isnan(v) for v in got.values())
