@@ -482,3 +482,35 @@ def test_a_decisions_over_cap_columns_name_both_shares_or_nan():
     got = over_cap_columns(None, 30.0)
     assert list(got) == ["over_cap_time_share", "over_cap_energy_share"]
     assert all(math.isnan(v) for v in got.values())
+
+
+def test_a_safe_set_takes_its_arguments_edges_and_a_knob_whose_power_falls():
+    """SafeSet.__init___6, _10, _15 (a cap under 1 W, a confidence of 0.5 or a reach of 0
+    refused), _25, _26 (a knob whose power falls as it rises, -1, refused), _55 (a knob
+    whose range is under 1 not scaled: trusted four times as far from what is known)."""
+    from powertrain.decisions.safe_set import SafeSet
+
+    cands = pd.DataFrame({"gpu_ghz": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "idle": 1.0})
+    s = SafeSet(cands, 0.5, monotone={"idle": -1}, confidence=0.5, reach=0.0)
+    assert (s.cap, s.confidence, s.reach) == (0.5, 0.5, 0.0)
+    s = SafeSet(cands, 30.0, monotone={"gpu_ghz": -1})  # power falls as it rises
+    s.tell(2, 20.0)  # 0.2 GHz measured under the cap: so is everything above it
+    assert s.known().tolist() == [False, False, True, True, True, True]
+    s = SafeSet(cands, 30.0, reach=0.25)  # no physics: the model trusted near 0.2 GHz
+    s.tell(2, 20.0)
+    near = s.safe(np.full(6, 10.0), np.zeros(6))
+    assert near.tolist() == [False, True, True, True, False, False]  # 0.1 GHz of 0.5 apart
+
+
+def test_the_share_over_the_cap_counts_minibatches_or_board_seconds():
+    """over_cap_share_12, _16, _21 (a row without a minibatch count counted as two, or its
+    text count raising), _27-30 (rows without minibatch times weighed by their board
+    seconds)."""
+    from powertrain.decisions.safe_set import over_cap_share
+
+    rows = pd.DataFrame({"time_ms": [10.0, 30.0, 20.0], "power_w": [20.0, 40.0, 25.0],
+                         "n_minibatches": [2, None, "n/a"]})  # fmt: skip
+    time_share, energy_share = over_cap_share(rows, 30.0)  # 20, 30 and 20 ms timed
+    assert time_share == pytest.approx(30 / 70) and energy_share == pytest.approx(1200 / 2100)
+    rows = pd.DataFrame({"profile_s": [60.0, 30.0], "power_w": [20.0, 40.0]})
+    assert over_cap_share(rows, 30.0) == (pytest.approx(1 / 3), pytest.approx(0.5))
