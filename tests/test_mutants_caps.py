@@ -395,13 +395,18 @@ def test_the_hard_caps_known_safe_start_is_what_the_presets_within_the_cap_vouch
 
 
 def test_a_device_without_a_presets_table_seeds_nothing():
-    """_presets_3 (what a device returns that is not a table taken as its presets)."""
+    """_presets_3 (what a device returns that is not a table taken as its presets), and
+    HardCap.__init___62 (presets that lack a candidate column, here a spec figure the
+    family reference reads, seeded anyway: the hard cap refused to start)."""
     from types import SimpleNamespace
 
     from powertrain.decisions.hard_cap import HardCap
 
     for device in (None, SimpleNamespace(presets=lambda: None)):
         assert not HardCap(_hard_study(device)).set.known().any()
+    study = _hard_study(pt.get_device("orin-agx"))
+    study.cands["gpu_cuda_cores"] = 2048
+    HardCap(study)  # the presets name no CUDA core count: they vouch for nothing here
 
 
 def test_the_first_step_back_after_one_window_weighs_that_windows_noise():
@@ -504,13 +509,13 @@ def test_a_safe_set_takes_its_arguments_edges_and_a_knob_whose_power_falls():
 
 def test_the_share_over_the_cap_counts_minibatches_or_board_seconds():
     """over_cap_share_12, _16, _21 (a row without a minibatch count counted as two, or its
-    text count raising), _27-30 (rows without minibatch times weighed by their board
+    text count raising), _40 (a row exactly at the cap counted as over it), _27-30 (rows without minibatch times weighed by their board
     seconds)."""
     from powertrain.decisions.safe_set import over_cap_share
 
-    rows = pd.DataFrame({"time_ms": [10.0, 30.0, 20.0], "power_w": [20.0, 40.0, 25.0],
+    rows = pd.DataFrame({"time_ms": [10.0, 30.0, 20.0], "power_w": [30.0, 40.0, 25.0],
                          "n_minibatches": [2, None, "n/a"]})  # fmt: skip
     time_share, energy_share = over_cap_share(rows, 30.0)  # 20, 30 and 20 ms timed
-    assert time_share == pytest.approx(30 / 70) and energy_share == pytest.approx(1200 / 2100)
+    assert time_share == pytest.approx(30 / 70) and energy_share == pytest.approx(1200 / 2300)
     rows = pd.DataFrame({"profile_s": [60.0, 30.0], "power_w": [20.0, 40.0]})
     assert over_cap_share(rows, 30.0) == (pytest.approx(1 / 3), pytest.approx(0.5))
