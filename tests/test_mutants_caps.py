@@ -509,8 +509,8 @@ def test_a_safe_set_takes_its_arguments_edges_and_a_knob_whose_power_falls():
 
 def test_the_share_over_the_cap_counts_minibatches_or_board_seconds():
     """over_cap_share_12, _16, _21 (a row without a minibatch count counted as two, or its
-    text count raising), _40 (a row exactly at the cap counted as over it), _27-30 (rows without minibatch times weighed by their board
-    seconds)."""
+    text count raising), _40 (a row exactly at the cap counted as over it), _27-30 (rows
+    without minibatch times weighed by their board seconds)."""
     from powertrain.decisions.safe_set import over_cap_share
 
     rows = pd.DataFrame({"time_ms": [10.0, 30.0, 20.0], "power_w": [30.0, 40.0, 25.0],
