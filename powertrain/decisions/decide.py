@@ -367,9 +367,8 @@ def check_size(n_caps: int, n_candidates: int) -> None:
 
 
 def load_table(path: str | Path) -> pd.DataFrame:
-    """A cap table written by :meth:`Decision.save_table`, checked: one row per distinct
-    positive cap, with the columns every pick carries, and no pick whose power is over
-    its cap (an edited table would otherwise run a board over it)."""
+    """A cap table written by :meth:`Decision.save_table`, checked: one row per positive cap,
+    the columns every pick carries, no pick over its cap (an edit would run a board over it)."""
     from ..schema import check_columns, read_csv
 
     df = read_csv(path, "cap table")
@@ -382,9 +381,9 @@ def load_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: the cap {cap:g} W has two rows")
     if "power_w" in df.columns:
         power = pd.to_numeric(df["power_w"], errors="coerce").to_numpy(float)
-        over = np.flatnonzero(power > df["power_cap_w"].to_numpy(float))
-        if over.size:
-            i = int(over[0])
+        for i in np.flatnonzero(np.isnan(power) & df["power_w"].notna().to_numpy())[:1]:
+            raise DataError(f"{path}: row {i + 1}, column 'power_w': not a number of watts")
+        for i in np.flatnonzero(power > df["power_cap_w"].to_numpy(float))[:1]:
             raise DataError(
                 f"{path}: row {i + 1}: the pick draws {power[i]:g} W, over its "
                 f"{df['power_cap_w'].iloc[i]:g} W cap; a cap table's picks fit their caps"
