@@ -88,3 +88,32 @@ def test_a_transfer_across_devices_starts_its_correction_from_the_shifted_refere
     assert not torch.equal(other.correction_["net"].linears()[0].weight, ref_w)
     back = PowerTrainMLP.from_state(*other.export_state())
     np.testing.assert_allclose(back.predict(new), other.predict(new), rtol=1e-6)
+
+
+def test_the_decision_loop_names_the_boards_device_in_its_samples():
+    """So a transfer knows when it crosses devices (and reads the reference at the
+    device's clocks); without a device the samples are as measured."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from powertrain.decisions.samplers.random import RandomSampler
+    from powertrain.decisions.settings import Settings
+    from powertrain.decisions.study import Study
+
+    class _Reference:
+        inputs_ = ("power_limit_w", "batch_size")
+        targets_ = ("time_ms", "power_w")
+        info_: dict = {}
+
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+    settings = Settings(budget=10, seed=7).checked(2)
+    device = SimpleNamespace(spec=SimpleNamespace(name="orin-nano-super", hardware={}))
+    rows = cands.assign(time_ms=[100.0, 200.0], power_w=[25.0, 20.0])
+    for dev, expect in ((device, ["orin-nano-super"] * 2), (None, None)):
+        study = Study(cands, _Reference(), np.array([30.0]), settings, RandomSampler(),
+                      device=dev)  # fmt: skip
+        study.tell(rows)
+        samples = study._samples(study.history())
+        assert samples[["time_ms", "power_w"]].equals(rows[["time_ms", "power_w"]])
+        assert (samples["device"].tolist() if "device" in samples else None) == expect

@@ -344,9 +344,9 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         folds = list(_kfold(n_folds, seed + 1).split(X)) if n_folds >= 2 else []
         blend = bool(self.transfer_blend)
         states = self._batched_fine_tunes(X, y, folds, settings)
+        from_scratch = blend and bool(self.transfer_scratch)
         errors = self._kfold_errors(
-            X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch), states,
-            shift=cross_device,
+            X, y, t, folds, settings, blend, from_scratch, states, shift=cross_device
         )
         correction: dict | None = None
         cv_mse = float(np.mean(errors["nn"] ** 2)) if folds else 0.0
@@ -536,8 +536,10 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
                 pred = z_out[i, va] * (float(t[tr].std()) or 1.0) + t[tr].mean()
             errors["nn"].append(t[va] - pred)
             if blend:
-                f = feats if feats is not None else self._ridge_features(
-                    xs, self._reference_at(xs[tr], t[tr], shift)
+                f = (
+                    feats
+                    if feats is not None
+                    else self._ridge_features(xs, self._reference_at(xs[tr], t[tr], shift))
                 )
                 coef = _ridge(f[tr], t[tr] - f[tr, -1], self._ridge_signs())
                 errors["rx"].append(t[va] - f[va, -1] - f[va] @ coef[:-1] - coef[-1])
