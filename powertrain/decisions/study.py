@@ -219,23 +219,12 @@ class Study:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # extrapolation warnings: the loop measures
                 model = self.reference.transfer(
-                    self._samples(done), random_state=self.settings.seed,
-                    own_measurements=True, **{"loss": "mse", **self.transfer_options},
+                    done[[*self.inputs, *self.targets]], random_state=self.settings.seed,
+                    own_measurements=True, **self.transfer_options,
                 )  # fmt: skip
                 est = model.predict(self.cands[list(self.inputs)], return_std=True)
         self._fit = (n, model, est)
         return model, est
-
-    def _samples(self, done: pd.DataFrame) -> pd.DataFrame:
-        """The measurements as a transfer reads them, named by the board's device: on a
-        device the reference never saw, the transfer fits the reference to the device's
-        clocks (:mod:`~powertrain.predictor.shifted`; issue 40). The loss stays MSE, as
-        it was before the device was named (MAPE across devices was worse on the tuning
-        devices' low end)."""
-        samples = done[[*self.inputs, *self.targets]]
-        if self.device is None:
-            return samples
-        return samples.assign(device=self.device.spec.name)
 
     def _measured_table(self) -> pd.DataFrame:
         tc = self.time_col

@@ -18,7 +18,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from . import ensemble, mlp, scratch, shifted, uncertainty
+from . import ensemble, mlp, scratch, uncertainty
 
 _TRANSFORMS = ("none", "log")
 #: where a log input transform puts an input of 0 (inputs are knobs: MHz, cores, watts)
@@ -344,15 +344,14 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         folds = list(_kfold(n_folds, seed + 1).split(X)) if n_folds >= 2 else []
         blend = bool(self.transfer_blend)
         states = self._batched_fine_tunes(X, y, folds, settings)
-        from_scratch = blend and bool(self.transfer_scratch)
         errors = self._kfold_errors(
-            X, y, t, folds, settings, blend, from_scratch, states, shift=cross_device
+            X, y, t, folds, settings, blend, blend and bool(self.transfer_scratch), states
         )
         correction: dict | None = None
         cv_mse = float(np.mean(errors["nn"] ** 2)) if folds else 0.0
         if blend and folds:
             choice, weights, cv_mse = scratch.choose_weights(errors)
-            correction = self._correction(X, t, weights, choice, shift=cross_device)
+            correction = self._correction(X, t, weights, choice)
         new = self._fine_tune(X, y, settings, cv_mse, None if states is None else states[-1])
         new.correction_ = correction
         return new
@@ -490,17 +489,10 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         signs = self._signs()
         return None if signs is None or not any(signs) else np.array([*signs, 0])
 
-    def _reference_at(self, xs: np.ndarray, t: np.ndarray, shift: bool) -> tuple:
-        """The frozen network the correction starts from, with its target mean and scale:
-        across devices, at the samples' clocks (:mod:`~powertrain.predictor.shifted`)."""
-        if not shift:
-            return self.net_, self.y_mean_, self.y_scale_
-        return shifted.fit(self.net_, xs, t, float(self.y_mean_), float(self.y_scale_))
-
-    def _ridge_features(self, xs: np.ndarray, ref: tuple | None = None) -> np.ndarray:
+    def _ridge_features(self, X: np.ndarray) -> np.ndarray:
         """Scaled inputs and the frozen network's prediction (transformed-target units)."""
-        net, y_mean, y_scale = ref or (self.net_, self.y_mean_, self.y_scale_)
-        return np.column_stack([xs, self._net_t(net, xs, y_mean, y_scale, pad=False)])
+        xs = self._scale_x(X).astype(np.float64)
+        return np.column_stack([xs, self._net_t(self.net_, xs, pad=False)])
 
     def _kfold_errors(
         self,
@@ -512,20 +504,18 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
         blend: bool,
         from_scratch: bool = False,
         states: list | None = None,
-        shift: bool = False,
     ) -> dict[str, np.ndarray]:
         """Out-of-fold residuals (transformed units) on the same folds: of the fine-tuned
         net (``"nn"``), with ``blend`` of the ridge-corrected reference (``"rx"``), and
         with ``from_scratch`` of the model of the samples alone (``"scratch"``).
-        ``states``: the fold fine-tunes already trained (batched), in fold order;
-        ``shift``: the correction's reference is refitted to each fold's clocks."""
+        ``states``: the fold fine-tunes already trained (batched), in fold order."""
         errors: dict[str, list] = {"nn": []}
         if blend:
             errors["rx"] = []
         if from_scratch:
             errors["scratch"] = []
+        feats = self._ridge_features(X) if blend else None
         xs = self._scale_x(X).astype(np.float64)
-        feats = self._ridge_features(xs) if blend and not shift else None
         if states is not None and folds:  # every fold's fine-tune on every row at once
             z_out = ensemble.predict(self.net_, states[: len(folds)], xs)
         for i, (tr, va) in enumerate(folds):
@@ -535,26 +525,18 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             else:  # the fold's own target standardisation, as _fine_tune sets it
                 pred = z_out[i, va] * (float(t[tr].std()) or 1.0) + t[tr].mean()
             errors["nn"].append(t[va] - pred)
-            if blend:
-                f = (
-                    feats
-                    if feats is not None
-                    else self._ridge_features(xs, self._reference_at(xs[tr], t[tr], shift))
-                )
-                coef = _ridge(f[tr], t[tr] - f[tr, -1], self._ridge_signs())
-                errors["rx"].append(t[va] - f[va, -1] - f[va] @ coef[:-1] - coef[-1])
+            if feats is not None:
+                coef = _ridge(feats[tr], t[tr] - feats[tr, -1], self._ridge_signs())
+                errors["rx"].append(t[va] - feats[va, -1] - feats[va] @ coef[:-1] - coef[-1])
             if from_scratch:
                 alone = scratch.fit(xs[tr], t[tr], self._signs(), _ridge)
                 errors["scratch"].append(t[va] - scratch.predict(alone, xs[va]))
         return {k: np.concatenate(v) if v else np.zeros(0) for k, v in errors.items()}
 
-    def _correction(
-        self, X, t, weights: dict[str, float], choice: str, shift: bool = False
-    ) -> dict:
+    def _correction(self, X, t, weights: dict[str, float], choice: str) -> dict:
         """What the transferred estimator averages in beside its own network, fitted on
-        all rows: the frozen network (``shift``: at the samples' clocks) plus a ridge
-        correction (when ``weights["rx"]``) and the from-scratch model (when
-        ``weights["scratch"]``); kept and saved."""
+        all rows: the frozen network plus a ridge correction (when ``weights["rx"]``)
+        and the from-scratch model (when ``weights["scratch"]``); kept and saved."""
         corr: dict = {
             "net": None,
             "coef": None,
@@ -565,10 +547,8 @@ class PowerTrainMLP(RegressorMixin, BaseEstimator):
             "choice": choice,
         }
         if weights["rx"] > 0:
-            xs = self._scale_x(X).astype(np.float64)
-            net, corr["ref_y_mean"], corr["ref_y_scale"] = self._reference_at(xs, t, shift)
-            feats = self._ridge_features(xs, (net, corr["ref_y_mean"], corr["ref_y_scale"]))
-            corr["net"] = copy.deepcopy(net)
+            feats = self._ridge_features(X)
+            corr["net"] = copy.deepcopy(self.net_)
             corr["coef"] = _ridge(feats, t - feats[:, -1], self._ridge_signs())
         if weights["scratch"] > 0:
             xs = self._scale_x(X).astype(np.float64)
