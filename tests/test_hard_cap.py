@@ -201,3 +201,46 @@ def study_why(tuner: pt.Tuner) -> pd.Series:
     """Why the tuner's study measured each configuration, in order."""
     assert tuner.study is not None
     return tuner.study.history()["why"].astype(str)
+
+
+def test_a_hit_in_the_warm_up_is_left_at_once_and_told_without_a_time(reference, monkeypatch):
+    """BERT-base's warm-up minibatch is tens of seconds: a configuration over the cap is
+    left after it, once its readings show the cap hit beyond noise, and the study learns
+    only that it is over the cap (no time: the warm-up's is not the configuration's).
+    The rule before waited for a timed minibatch and told its time."""
+    from powertrain.decisions.hard_cap import HardCap
+
+    twin = pt.Twin("orin-agx", "bert-base", seed=0)
+    start_for = HardCap.start_for
+
+    def hottest_first(self, study, free, need):  # the start's first probe: far over the cap
+        take, why = start_for(self, study, free, need)
+        if study.n_new:  # the start topped up after the hit: as it is
+            return take, why
+        hot = int(np.argmax(twin.expected(study.cands.iloc[free], batch_size=16)["power_w"]))
+        return np.concatenate([[hot], take[take != hot][: need - 1]]).astype(int), why
+
+    monkeypatch.setattr(HardCap, "start_for", hottest_first)
+    tuner = pt.Tuner(
+        twin, reference, 20.0, budget=6, minibatches=5, batch_size=16,
+        transfer_options=QUICK, log=lambda s: None, hard_cap=True,
+    )  # fmt: skip
+    minibatches_in = []
+    with warnings.catch_warnings(), tuner:
+        warnings.simplefilter("ignore")
+        for _ in range(2000):
+            with tuner.step():
+                minibatches_in.append(tuner.config)
+            if tuner.settled:
+                break
+    hit = tuner.hits[0]
+    config = {k: v for k, v in tuner.candidates_.iloc[hit].items() if k in MODE}
+    assert twin.expected(pd.DataFrame([config]), batch_size=16)["power_w"].iloc[0] > 25.0
+    in_hit = [c for c in minibatches_in if all(np.isclose(c[k], config[k]) for k in MODE)]
+    assert len(in_hit) == 1  # the warm-up alone, then left
+    assert [r["index"] for r in tuner.censored] == [hit]
+    assert tuner.censored[0]["power_w"] > 20.0 and tuner.censored[0]["n_minibatches"] == 0
+    assert hit not in tuner.measurements()["index"].tolist()  # no time told for it
+    assert not tuner.study.measured[hit] and tuner.study.hard.set.unsafe[hit]
+    assert tuner.summary().n_measured + 1 == tuner.study.n_new  # in the budget all the same
+    assert tuner.decisions[-1]["over_cap_time_share"] > 0  # its board seconds reported
