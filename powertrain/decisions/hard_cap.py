@@ -48,13 +48,10 @@ import pandas as pd
 
 from ..errors import DataError
 from .candidates import power_spread
-from .posterior import Field, field_posterior
 from .safe_set import SafeSet, preset_seeds, reading_noise
 
 #: how sure the model's upper bound must be, and how far from the known set it is trusted
 CONFIDENCE, REACH = 0.99, 0.25
-#: the error field's correlation length in :meth:`HardCap.local` (0: the model alone)
-LOCAL_LENGTH = 1.0
 
 
 class HardCap:
@@ -112,28 +109,9 @@ class HardCap:
         return take, "start inside the safe set (known safe, else the lowest predicted power)"
 
     def allowed(self, est: pd.DataFrame) -> np.ndarray:
-        """Which candidates may be asked for: measured, or safe by the model's ``est``
-        corrected by the measured residuals (:meth:`local`)."""
-        mu_p, sd_p = self.local(est)
+        """Which candidates may be asked for: measured, or safe by the model's ``est``."""
+        mu_p, sd_p = est["power_w"].to_numpy(float), est["power_w_std"].to_numpy(float)
         return self.safe_set().safe(mu_p, sd_p) | self.study.measured
-
-    def local(self, est: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """The model's power and spread with the error field of its measured residuals
-        (:func:`~powertrain.decisions.posterior.field_posterior`): the field's mean added
-        everywhere it raises the power, its shrunk spread only where a candidate lies
-        between measured ones (:meth:`SafeSet.enclosed`). Why: the stated spread is ~2 W
-        where the measured errors are 0.1-0.3 W, so the set never reaches the cap; shrunk
-        beyond the measured ones too it passed top clocks the model put 3-4 W low."""
-        mu, sd = est["power_w"].to_numpy(float), est["power_w_std"].to_numpy(float)
-        st = self.study
-        m = np.flatnonzero(st.measured & np.isfinite(st.m_power))
-        if LOCAL_LENGTH <= 0 or not len(m):
-            return mu, sd
-        z = (st.m_power[m] - mu[m]) / np.clip(sd[m], 1e-9, None)
-        f_mu, f_sd = field_posterior(st.knobs, m, z, Field(length=LOCAL_LENGTH))
-        inside = self.set.enclosed(st.measured)
-        shift = np.where(inside, f_mu, np.maximum(f_mu, 0.0))
-        return mu + sd * shift, sd * np.where(inside, f_sd, 1.0)
 
     def keep_safe(self, take: np.ndarray, why: list[str]) -> tuple[np.ndarray, list[str]]:
         """The sampler's choices, each one outside the safe set replaced by the safe

@@ -106,21 +106,3 @@ def field_draws(
     eps = field.noise * rng.standard_normal((len(known), draws))
     delta = np.asarray(z_known, float)[:, None] - prior[known] - eps
     return prior + _rbf(x, xk, field.length) @ np.linalg.solve(gram, delta)
-
-
-def field_posterior(
-    x: np.ndarray, known: np.ndarray, z_known: np.ndarray, field: Field = Field()
-) -> tuple[np.ndarray, np.ndarray]:
-    """The error field's conditional mean and sd (prior units) at every row of ``x``,
-    given the values ``z_known`` at the rows ``x[known]``: exact (a few dozen measured),
-    not drawn. Why: the hard cap's bound near measured configurations
-    (:mod:`~powertrain.decisions.hard_cap`) wants the field itself, not draws of it."""
-    n = len(x)
-    if field.length <= 0 or not len(known):
-        return np.zeros(n), np.ones(n)
-    xk = x[known]
-    gram = _rbf(xk, xk, field.length) + field.noise**2 * np.eye(len(known))
-    cross = _rbf(x, xk, field.length)
-    sol = np.linalg.solve(gram, np.column_stack([np.asarray(z_known, float), cross.T]))
-    var = 1.0 - (cross * sol[:, 1:].T).sum(axis=1)
-    return cross @ sol[:, 0], np.sqrt(np.clip(var, 0.0, 1.0))

@@ -180,17 +180,6 @@ class SafeSet:
             return int(idx[np.argmax(self._power[idx])])
         return int(idx[np.argmin(np.asarray(cost, float)[idx])])
 
-    def enclosed(self, among: np.ndarray) -> np.ndarray:
-        """Candidates inside the box (in every knob, between the least and the most) of
-        the configurations ``among`` within :attr:`reach` of them: where a model fitted to
-        those interpolates, not extrapolates."""
-        n, k = self._scaled.shape
-        lo, hi = np.full((n, k), np.inf), np.full((n, k), -np.inf)
-        for p in self._scaled[np.asarray(among, bool)]:
-            near = (np.abs(self._scaled - p).max(axis=1) <= self.reach + 1e-12)[:, None]
-            lo, hi = np.where(near, np.minimum(lo, p), lo), np.where(near, np.maximum(hi, p), hi)
-        return ((lo <= self._scaled + 1e-9) & (self._scaled <= hi + 1e-9)).all(axis=1)
-
     # ---------------------------------------------------------------- geometry --
     def _below(self, point: np.ndarray, side: int = 1) -> np.ndarray:
         """Candidates whose power cannot exceed ``point``'s by the spec's physics (with
