@@ -135,8 +135,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             board = ReadingsReplay(run)
             tuner = tune(board, ref, args.budget, seed)
             s, rows = tuner.summary(), tuner.measurements()
-            # hits in a warm-up have no row: their board seconds are over the cap too
-            rows = pd.concat([rows, pd.DataFrame(tuner.censored)], ignore_index=True)
             mean = board.table.set_index(GPT).power_w
             hits = [tuple(tuner.candidates_.iloc[i][GPT]) for i in tuner.hits]
             pick = (s.config["threads"], s.config["batch_size"]) if s.config else None

@@ -22,23 +22,19 @@ study's filter of what it may ask for. Four places:
   set grows by one configuration, the unmeasured one nearest those measured under the
   cap that the model's mean puts under it (:meth:`SafeSet.grow`), instead of stopping
   "exhausted" after the start (every H200 run did, docs/method-notes.md);
-* the step back (the Tuner, each step from the warm-up minibatch on): once the mean
+* the step back (the Tuner, each step from the first timed minibatch on): once the mean
   of a probe's readings is over the cap beyond their noise (:meth:`SafeSet.step_back`;
   the noise pooled with the windows measured before, :func:`reading_noise`), the
   configuration, and what the physics puts above it, is marked unsafe and left at the
-  next step. A hit after timed minibatches joins the measurements (the next transfer
-  learns its neighbours draw more too); a hit in the warm-up is told as censored (over
-  the cap, no time: the warm-up's time is not the configuration's). ``decide``
-  measures a configuration whole (the profiler), so there an over-cap measurement
-  marks it unsafe after the fact.
+  next step, and what it showed joins the measurements, so the next transfer learns its
+  neighbours draw more too. ``decide`` measures a configuration whole (the profiler),
+  so there an over-cap measurement marks it unsafe after the fact.
 
 Why 99 % and the model's own spread: at 95 % (the first version), and with the spread
 scaled by the study's own errors or shrunk near measured configurations, the twin's
 tuning workload still explored over the cap in some runs (up to 4.6-10.7 % of the
 exploring time: the transferred power model is off by 3-4 W, 3-4 of its shrunk sds, at
-the top clocks; shrunk only between measured configurations, with the measured
-residuals' mean added, it still explored over the cap in 3 of 15 budget-40 runs, up to
-3.0 %). Off by default: its regret is far above the plain Tuner's
+the top clocks). Off by default: its regret is far above the plain Tuner's
 (benchmarks/results/tuning_regret_hardcap.txt).
 """
 

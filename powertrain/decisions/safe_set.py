@@ -256,8 +256,6 @@ def over_cap_share(rows: pd.DataFrame, power_cap_w: float) -> tuple[float, float
         if "n_minibatches" in rows:
             n = pd.to_numeric(rows["n_minibatches"], errors="coerce").fillna(1).to_numpy(float)
         t = rows["time_ms"].to_numpy(float) * n
-        if "profile_s" in rows:  # no time (a hit in the warm-up): its board seconds
-            t = np.where(np.isfinite(t), t, rows["profile_s"].to_numpy(float) * 1e3)
     else:
         t = rows["profile_s"].to_numpy(float)
     e = t * rows["power_w"].to_numpy(float)

@@ -109,7 +109,6 @@ class Study:
         self.standing: Standing | None = None
         self.stop_reason: str | None = None
         self._started = False
-        self._cut: list[int] = []  # positions left in their warm-up: over the cap, no time
         self._asked: Ask | None = None
         self._fit: tuple[int, Any, pd.DataFrame] | None = None
         self._report: tuple[int, Standing] | None = None
@@ -122,18 +121,12 @@ class Study:
         (:attr:`stop_reason`). Each ask must be answered by :meth:`tell` first."""
         if self._asked is not None:
             raise DataError("Study.ask: tell the measurements of the last ask first")
-        s = self.settings
-        assert s.start is not None
-        # a start cut short by censored hits (no time to transfer on) is topped up first
-        short = self._started and len(self._cut) and int(self.measured.sum()) < s.start
-        if short and self.n_new + self.n_resumed >= s.budget:
-            self.standing, self.stop_reason = self._measured_only(), "budget"
-            return None
-        if not self._started or short:
+        if not self._started:
             self._started = True
-            free = np.flatnonzero(~self.measured & ~np.isin(np.arange(len(self.cands)), self._cut))
-            need = max(0, s.start - (int(self.measured.sum()) if short else self.n_given))
-            need = min(need, s.budget - self.n_new - self.n_resumed) if short else need
+            s = self.settings
+            assert s.start is not None
+            free = np.flatnonzero(~self.measured)
+            need = max(0, s.start - self.n_given)
             pick_start = self.sampler.start if self.hard is None else self.hard.start_for
             first, why = pick_start(self, free, need)
             if len(first):
@@ -175,21 +168,12 @@ class Study:
         self._asked = Ask(idx, configs, why, rnd)
         return self._asked
 
-    def tell(
-        self,
-        rows: pd.DataFrame,
-        asked: Ask | None = None,
-        *,
-        resumed: bool = False,
-        censored: Sequence[int] = (),
-    ) -> None:
+    def tell(self, rows: pd.DataFrame, asked: Ask | None = None, *, resumed: bool = False) -> None:
         """Take measured ``rows`` into the history: the answer to ``asked`` (counted in
         the budget, their board seconds in :attr:`board_s`), or, without it, earlier
         measurements given to start from (round -1); ``resumed``: given rows measured for
         this same decision before (a saved profile at the same cap), counted in the
-        budget too, so a rerun does not measure them again. ``censored``: positions of
-        ``asked`` left before any time was known (the hard cap hit in the warm-up): in
-        the budget, never in the history (no time to learn from)."""
+        budget too, so a rerun does not measure them again."""
         if asked is None:
             self._record(rows, -1, ["given"] * len(rows))
             self.n_given += len(rows)
@@ -197,18 +181,13 @@ class Study:
             return
         if asked is not self._asked:
             raise DataError("Study.tell: these rows answer no open ask of this study")
-        cut = [int(p) for p in censored]
-        if len(rows) + len(cut) != len(asked.why) or not set(cut) <= set(asked.positions):
-            also = f" and {len(cut)} censored" if cut else ""
+        if len(rows) != len(asked.why):
             raise DataError(
-                f"{self.source} returned {len(rows)} measurement(s){also} for "
+                f"{self.source} returned {len(rows)} measurement(s) for "
                 f"{len(asked.why)} configuration(s)"
             )
         self._asked = None
-        self._cut += cut
-        kept = [w for p, w in zip(asked.positions, asked.why) if int(p) not in cut]
-        if len(rows):
-            self._record(rows, asked.round, kept)
+        self._record(rows, asked.round, asked.why)
         self.n_new += len(asked.positions)
 
     def _record(self, rows: pd.DataFrame, rnd: int, why: list[str]) -> None:

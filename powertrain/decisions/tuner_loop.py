@@ -139,9 +139,6 @@ class TunerLoop:
         self.steps_while_deciding = 0
         #: configurations left at once because the cap was hit there (``hard_cap``)
         self.hits: list[int] = []
-        #: hits during a warm-up minibatch: their readings, no time (never told as one)
-        self.censored: list[dict] = []
-        self._cut: list[int] = []  # the open ask's censored positions
 
     def _configure(self, idx: int) -> None:
         assert self.board is not None
@@ -198,13 +195,12 @@ class TunerLoop:
 
     def _step_back(self, probe: _Probe) -> None:
         """With ``hard_cap``: the cap hit in the configuration being measured (the mean
-        of its readings over it beyond their noise): leave it at the next step. Judged
-        from the warm-up minibatch on (BERT-base's is tens of seconds at 20 W): a hit
-        then is told as a censored fact, over the cap with no time (the warm-up's is not
-        the configuration's); a later one with what the timed minibatches showed."""
+        of its readings over it beyond their noise): leave it at the next step, telling
+        what it showed. Judged from the first timed minibatch on: a hit after the
+        warm-up alone would tell the study the warm-up's time as the configuration's."""
         hard = self._study.hard if self._study is not None else None
         window = probe.window
-        if hard is None or window is None or not window.log or self.board is None:
+        if hard is None or window is None or len(window.log) < 2 or self.board is None:
             return
         now = self.board.now()
         seen = np.asarray(self.board.power_samples(window.t_mode, now), float).reshape(-1, 2)
@@ -216,18 +212,14 @@ class TunerLoop:
         timed = [m[2] for m in window.log[1:]]
         row = {c: plain(self.candidates_[c].iloc[probe.index]) for c in self.candidates_}
         row.update(
-            {self.time_column: float(np.median(timed)) if timed else np.nan},
-            power_w=float(seen[:, 1].mean()), n_minibatches=len(timed),
-            n_power_samples=len(seen), stable=False, profile_s=now - window.t_mode,
-            index=probe.index, cap=self._cap,
+            {self.time_column: float(np.median(timed)), "power_w": float(seen[:, 1].mean())},
+            n_minibatches=len(timed), n_power_samples=len(seen), stable=False,
+            profile_s=now - window.t_mode, index=probe.index, cap=self._cap,
         )  # fmt: skip
         self._probe = None
+        self._rows.append(row)
         self.say(f"cap hit at {_shown(row, self.inputs)} ({row['power_w']:.1f} W): stepping back")
-        if timed:
-            self._rows.append(row)
-            return self._told(row)
-        self.censored.append(row)
-        self._told(None, censored=probe.index)
+        self._told(row)
 
     # ------------------------------------------------------------ the decision --
     def _new_cap(self, cap: float) -> None:
@@ -252,25 +244,21 @@ class TunerLoop:
             for part, resumed in ((rows[~same], False), (rows[same], True)):
                 if len(part):
                     self._study.tell(part, resumed=resumed)
-        self._asked, self._queue, self._answers, self._cut = None, [], [], []
+        self._asked, self._queue, self._answers = None, [], []
         if self._probe is None:
             self._next()
 
-    def _told(self, row: dict | None, censored: int | None = None) -> None:
-        """A finished measurement to the study (or a ``censored`` hit: no row): part of
-        its open ask, or (measured for a cap since changed) as given."""
+    def _told(self, row: dict) -> None:
+        """A finished measurement to the study: part of its open ask, or (measured for a
+        cap since changed) as given."""
         assert self._study is not None
         if self._asked is None:
-            if row is not None:
-                self._study.tell(pd.DataFrame([row]))
+            self._study.tell(pd.DataFrame([row]))
         else:
-            if row is not None:
-                self._answers.append(row)
-            elif censored is not None:
-                self._cut.append(censored)
+            self._answers.append(row)
             if not self._queue:
                 asked, self._asked = self._asked, None
-                self._study.tell(pd.DataFrame(self._answers), asked, censored=self._cut)
+                self._study.tell(pd.DataFrame(self._answers), asked)
         self._next()
 
     def _next(self) -> None:
@@ -310,7 +298,6 @@ class TunerLoop:
                     self._settle()
                     return
                 self._asked, self._queue, self._answers = asked, list(asked.positions), []
-                self._cut = []
             idx = int(self._queue.pop(0))
         finally:
             self._decide_s += time.perf_counter() - t
@@ -336,9 +323,6 @@ class TunerLoop:
         here = rows[np.isclose(rows["cap"].astype(float), self._cap)]
         if "given" in here:
             here = here[here["given"] != True]  # noqa: E712 - NaN for this run's rows
-        cut = pd.DataFrame(self.censored)
-        if len(cut):  # a warm-up hit's board seconds are over the cap too
-            here = pd.concat([here, cut[np.isclose(cut["cap"].astype(float), self._cap)]])
         over_t, over_e = over_cap_share(here, self._cap)
         self._decisions.append(
             {
