@@ -1,0 +1,271 @@
+"""Tests written for run H's survivors (docs/method-notes.md, "Run H"): the functions of
+the mutated modules that no earlier run named, on the data, restore and cap paths (a cap
+table saved, a decision's size checked, a study's measured-only estimates, the Tuner's
+start, the candidates, the distributed world).
+
+Why: each names the mutants it kills (mutmut's name, module.x_function__mutmut_N), so a
+later run can tell a new survivor from an old one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from powertrain.errors import DataError
+
+
+def test_a_saved_cap_table_has_the_tables_columns_and_no_index(tmp_path):
+    """Decision.save_table_6 (``index=True``: the table saved with an extra unnamed first
+    column, which ``load_table`` hands back as a column of its own)."""
+    from test_mutants import _study
+
+    from powertrain.decisions.decide import load_table, result
+
+    study, _ = _study(measured=3)
+    assert study.ask() is None
+    decision = result(study)
+    path = decision.save_table(tmp_path / "caps.csv")
+    assert path == tmp_path / "caps.csv"
+    header = path.read_text().splitlines()[0].split(",")
+    assert header == list(decision.table().columns)
+    back = load_table(path)
+    assert list(back.columns) == list(decision.table().columns)
+    assert back["power_cap_w"].tolist() == [20.0, 30.0]
+
+
+def test_a_decision_counts_as_measured_its_own_rounds_only():
+    """Decision.n_measured (a property: mutmut leaves it alone; ``>= 0`` as ``> 0`` checked
+    by hand): the given samples (round -1) are not measured by this call, round 0 is."""
+    import dataclasses
+
+    from test_mutants import _study
+
+    from powertrain.decisions.decide import result
+
+    study, _ = _study(measured=3)
+    assert study.ask() is None
+    decision = result(study)
+    assert decision.n_measured == 0  # all three were given
+    rounds = decision.measurements.assign(round=[-1, 0, 1])
+    assert dataclasses.replace(decision, measurements=rounds).n_measured == 2
+    assert dataclasses.replace(decision, measurements=pd.DataFrame()).n_measured == 0
+
+
+def test_a_decision_needs_a_candidate_and_at_most_the_cell_limit():
+    """check_size_2 (an empty candidates table let through, one candidate refused), _7
+    (caps / candidates: no decision too big for memory refused), _8 (``>=``: exactly the
+    cell limit refused), _3-_5, _10-_12, _14-_16 (the messages)."""
+    from powertrain.decisions.decide import MAX_CELLS, check_size
+
+    with pytest.raises(DataError, match=r"^candidates: no configurations to choose among"):
+        check_size(1, 0)
+    check_size(1, 1)
+    check_size(1, MAX_CELLS)
+    check_size(2, MAX_CELLS // 2)
+    with pytest.raises(DataError) as refused:
+        check_size(2, 6_000_000)
+    assert str(refused.value) == (
+        "power_cap_w (--power-cap): 2 caps x 6,000,000 candidates = 12,000,000 cells "
+        "(about 0.1 GB a table; at most 10,000,000): decide for fewer caps (17-50 W in "
+        "1 W steps is 34) or fewer candidates"
+    )
+
+
+def test_a_study_of_measurements_alone_gives_them_without_spread():
+    """Study._measured_table_3, _8 (every candidate measured, too few for a transfer: the
+    estimates are the measurements, with a spread of 0, not 1)."""
+    from test_mutants import _study
+
+    study, _ = _study(measured=3)
+    model, est = study.predict()
+    assert model is None
+    assert est["time_ms"].tolist() == [100.0, 200.0, 300.0]
+    assert est["power_w"].tolist() == [45.0, 30.0, 20.0]
+    assert est["time_ms_std"].tolist() == [0.0] * 3
+    assert est["power_w_std"].tolist() == [0.0] * 3
+
+
+# --------------------------------------------------------------- the cap path --
+def _replayed_gpu():
+    from powertrain.backends.replay import ReplayBackend
+
+    df = pd.DataFrame(
+        {
+            "power_limit_w": [100.0, 200.0, 300.0] * 2,
+            "batch_size": [16] * 3 + [32] * 3,
+            "time_ms": [300.0, 200.0, 100.0, 500.0, 400.0, 300.0],
+            "power_w": [20.0, 30.0, 45.0, 25.0, 35.0, 50.0],
+        }
+    )
+    return ReplayBackend(df, config_columns=["power_limit_w", "batch_size"])
+
+
+def test_a_study_is_opened_with_the_weights_of_its_caps_and_the_settings_checked():
+    """open_study_20, _21, _23 (the caps' weights dropped, or read without the caps as
+    given or without the settings' weights: the weight of 20 W put on 40 W), _11 (no
+    samples counted as one: a start of 4 taken, too few for a transfer), _17, _19 (the
+    caller's name left out of an error)."""
+    from test_mutants import _NoTransfer
+
+    from powertrain.decisions.decide import open_study
+    from powertrain.decisions.settings import Settings
+
+    board = _replayed_gpu()
+    none = (None,) * 6
+    _, study = open_study(board, _NoTransfer(), [40.0, 20.0], Settings(cap_weights=[1, 3]), *none)
+    assert study.caps.tolist() == [20.0, 40.0]
+    assert np.asarray(study.weights).tolist() == [0.75, 0.25]  # weight 3 stays with 20 W
+    assert len(study.cands) == 6
+    with pytest.raises(DataError, match="start must be an integer >= 5"):
+        open_study(board, _NoTransfer(), 30.0, Settings(start=4), *none)
+    with pytest.raises(DataError, match="^Tuner: reference must be a fitted"):
+        open_study(board, object(), 30.0, Settings(), *none, who="Tuner: ")
+
+
+def test_drive_measures_each_round_into_out_by_the_protocol(monkeypatch):
+    """drive_8 (**``out`` dropped: no measurement saved, nothing to resume from**), _10,
+    _15 (the protocol dropped: the settled one used for the paper's fixed one)."""
+    from types import SimpleNamespace
+
+    import powertrain.decisions.decide as dd
+    from powertrain.decisions.settings import Settings
+
+    seen = []
+
+    def measure(board, configs, out, n_minibatches, protocol):
+        seen.append((out, n_minibatches, protocol))
+        return configs
+
+    asks = [SimpleNamespace(configs=pd.DataFrame({"a": [1]})), None]
+    told = []
+    study = SimpleNamespace(ask=lambda: asks.pop(0), tell=lambda *a: told.append(a))
+    monkeypatch.setattr(dd, "measure", measure)
+    monkeypatch.setattr(dd, "result", lambda study, board: "decided")
+    s = Settings(protocol="fixed", n_minibatches=12)
+    assert dd.drive(object(), study, s, out="m.csv") == "decided"  # type: ignore[arg-type]
+    assert seen == [("m.csv", 12, "fixed")] and len(told) == 1
+
+
+def test_require_pick_returns_the_pick_under_the_cap_or_says_why_there_is_none():
+    """require_pick_1-4 (no fast test ran it: the pick of another cap, a missing pick
+    returned, a pick refused, the reason lost)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.decide import require_pick
+    from powertrain.errors import NoFeasibleModeError
+
+    picks = {
+        30.0: SimpleNamespace(config={"power_limit_w": 100.0}, reason="measured"),
+        10.0: SimpleNamespace(config=None, reason="nothing measured fits under 10 W"),
+    }
+    decision = SimpleNamespace(pick=lambda cap: picks[cap])
+    assert require_pick(decision, 30.0) is picks[30.0]  # type: ignore[arg-type]
+    with pytest.raises(NoFeasibleModeError, match="^nothing measured fits under 10 W$"):
+        require_pick(decision, 10.0)  # type: ignore[arg-type]
+
+
+def test_a_controller_from_a_decision_keeps_its_margin_and_study():
+    """CapController.from_decision_19 (**the k_sigma given dropped: an unmeasured pick
+    guarded by 1 sigma where 2.5 were asked for**), _1 (the default margin not 1 sigma),
+    _16, _26 (the decision's study dropped: a new cap judged by cached spreads), _4-_6
+    (the message)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.cap_following import CapController
+
+    est = pd.DataFrame(
+        {"power_limit_w": [100.0], "cost": [1.0], "power_w": [20.0], "measured": [True]}
+    )
+    study = object()
+    decision = SimpleNamespace(
+        estimates=est, model=SimpleNamespace(inputs_=("power_limit_w",)),
+        measurements=pd.DataFrame(), study=study,
+    )  # fmt: skip
+    assert CapController.from_decision(decision, k_sigma=2.5).k_sigma == 2.5  # type: ignore[arg-type]
+    ctl = CapController.from_decision(decision)  # type: ignore[arg-type]
+    assert ctl.k_sigma == 1.0 and ctl.study is study
+    with pytest.raises(DataError, match="^this decision carries no estimates to control from$"):
+        CapController.from_decision(SimpleNamespace(estimates=None))  # type: ignore[arg-type]
+
+
+def test_a_start_is_spread_over_the_devices_strata_and_batch_sizes():
+    """strata_2, _4, _8-_16, _19-_23 (the device's ``stratify_by`` ignored, the first
+    three columns taken, the batch size added when there is one or left out when there
+    are several), stratified_14, _15, _18 (more than ``n`` chosen, or a loop without an
+    end), _22, _24 (no choice as floats: no index)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.samplers.base import strata, stratified
+
+    cands = pd.DataFrame(
+        {"a": [1, 1, 2, 2] * 2, "b": [1, 2] * 4, "c": [0.0] * 8, "batch_size": [8] * 4 + [16] * 4}
+    )
+    device = SimpleNamespace(spec=SimpleNamespace(stratify_by=("c", "zz")))
+    assert strata(device, cands) == ["c", "batch_size"]
+    assert strata(None, cands) == ["a", "b", "batch_size"]
+    nothing = SimpleNamespace(spec=SimpleNamespace(stratify_by=("zz",)))
+    assert strata(nothing, cands) == ["a", "b", "batch_size"]
+    one = cands[cands.batch_size == 8]
+    assert strata(None, one) == ["a", "b"]
+    assert strata(None, one.drop(columns="batch_size")) == ["a", "b"]
+    rng = np.random.default_rng(0)
+    for n in (0, 3, 8, 20):
+        got = stratified(cands, ["a", "b"], n, rng)
+        assert got.dtype.kind == "i" and len(got) == min(n, 8) and len(set(got)) == len(got)
+    first = stratified(cands, ["a", "b"], 4, rng)  # four cells: one from each
+    assert sorted(cands.iloc[first][["a", "b"]].itertuples(index=False)) == [
+        (1, 1), (1, 2), (2, 1), (2, 2)
+    ]  # fmt: skip
+
+
+def test_the_default_batch_size_is_the_twins_and_none_for_any_other_board():
+    """_default_batch_size_6, _9 (a board without a twin: a raw AttributeError)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.candidates import _default_batch_size
+
+    assert _default_batch_size(object()) is None
+    assert _default_batch_size(SimpleNamespace(twin=None)) is None
+    twin = SimpleNamespace(workload=SimpleNamespace(default_batch_size=24.0))
+    assert _default_batch_size(SimpleNamespace(twin=twin)) == 24
+
+
+def test_a_board_without_a_gpu_index_is_one_per_host():
+    """board_identity_9 (``getattr`` without its default: a Jetson, which has no GPU
+    index, raises)."""
+    import socket
+
+    from powertrain.backends import StepBackend
+    from powertrain.integrations.distributed import board_identity
+
+    class Jetson(StepBackend):
+        def __init__(self):
+            pass
+
+        def configure(self, config):  # the abstract method; never called here
+            raise AssertionError
+
+    assert board_identity(Jetson()) == f"{socket.gethostname()}:Jetson"
+
+
+def test_a_tuner_and_a_transformers_callback_enter_as_themselves():
+    """Tuner.__enter__ and the transformers callback's ``__enter__`` (no mutmut mutants:
+    ``return self`` as ``return None`` checked by hand): ``with ... as x`` gives the
+    object itself."""
+    import warnings
+
+    from test_mutants import _NoTransfer
+
+    import powertrain as pt
+    from powertrain.integrations.transformers import PowerTrainCallback
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no board: inert, with a warning
+        tuner = pt.Tuner(None, _NoTransfer(), 30.0, batch_size=16)
+    with tuner as entered:
+        assert entered is tuner
+    callback = PowerTrainCallback(None, _NoTransfer(), 30.0)
+    with callback as entered_cb:
+        assert entered_cb is callback
