@@ -65,10 +65,10 @@ def test_a_decision_needs_a_candidate_and_at_most_the_cell_limit():
     check_size(1, MAX_CELLS)
     check_size(2, MAX_CELLS // 2)
     with pytest.raises(DataError) as refused:
-        check_size(2, 6_000_000)
+        check_size(3, 10_000_000)
     assert str(refused.value) == (
-        "power_cap_w (--power-cap): 2 caps x 6,000,000 candidates = 12,000,000 cells "
-        "(about 0.1 GB a table; at most 10,000,000): decide for fewer caps (17-50 W in "
+        "power_cap_w (--power-cap): 3 caps x 10,000,000 candidates = 30,000,000 cells "
+        "(about 0.2 GB a table; at most 10,000,000): decide for fewer caps (17-50 W in "
         "1 W steps is 34) or fewer candidates"
     )
 
@@ -104,7 +104,10 @@ def _replayed_gpu():
 
 def test_a_study_is_opened_with_the_weights_of_its_caps_and_the_settings_checked():
     """open_study_20, _21, _23 (the caps' weights dropped, or read without the caps as
-    given or without the settings' weights: the weight of 20 W put on 40 W), _11 (no
+    given or without the settings' weights: the weight of 20 W put on 40 W), _59, _70 (the
+    weights not given to the study), _31, _35 (the job's batch size dropped: candidates
+    at every batch size), _61, _62, _72, _73 (the transfer options or the progress
+    dropped), _1 (the default caller's name not empty), _11 (no
     samples counted as one: a start of 4 taken, too few for a transfer), _17, _19 (the
     caller's name left out of an error)."""
     from test_mutants import _NoTransfer
@@ -118,10 +121,21 @@ def test_a_study_is_opened_with_the_weights_of_its_caps_and_the_settings_checked
     assert study.caps.tolist() == [20.0, 40.0]
     assert np.asarray(study.weights).tolist() == [0.75, 0.25]  # weight 3 stays with 20 W
     assert len(study.cands) == 6
+    said: list[str] = []
+    options = {"epochs": 3}
+    _, study = open_study(
+        board, _NoTransfer(), 30.0, Settings(), None, 16, None, None, said.append, options
+    )
+    assert study.cands["batch_size"].tolist() == [16] * 3  # the job's batch size only
+    assert study.transfer_options == options
+    study.say("hello")
+    assert said == ["hello"]
     with pytest.raises(DataError, match="start must be an integer >= 5"):
         open_study(board, _NoTransfer(), 30.0, Settings(start=4), *none)
     with pytest.raises(DataError, match="^Tuner: reference must be a fitted"):
         open_study(board, object(), 30.0, Settings(), *none, who="Tuner: ")
+    with pytest.raises(DataError, match="^reference must be a fitted"):
+        open_study(board, object(), 30.0, Settings(), *none)
 
 
 def test_drive_measures_each_round_into_out_by_the_protocol(monkeypatch):
@@ -266,6 +280,138 @@ def test_a_tuner_and_a_transformers_callback_enter_as_themselves():
         tuner = pt.Tuner(None, _NoTransfer(), 30.0, batch_size=16)
     with tuner as entered:
         assert entered is tuner
+    assert tuner.summary().decide_s == 0.0  # _init_loop_19: nothing decided yet
     callback = PowerTrainCallback(None, _NoTransfer(), 30.0)
     with callback as entered_cb:
         assert entered_cb is callback
+
+
+# --------------------------------------------------------------- the data path --
+def test_a_measurement_must_be_a_positive_number_and_the_error_says_whose():
+    """check_measured_20 (**a power of 0 W taken as a measurement**), _12 (a text cell:
+    a raw ValueError), _2-_6, _32, _36, _37 (the messages: the board or the given
+    samples, the configuration)."""
+    from powertrain.decisions.study import check_measured
+
+    inputs, targets = ("power_limit_w", "batch_size"), ("time_ms", "power_w")
+    rows = pd.DataFrame(
+        {"power_limit_w": [100.0, 200.0], "batch_size": [16, 16], "time_ms": [10.0, 9.0]}
+    )
+    check_measured(rows.assign(power_w=[20.0, 0.5]), inputs, targets, "the board", False)
+    with pytest.raises(DataError) as zero:
+        check_measured(rows.assign(power_w=[20.0, 0.0]), inputs, targets, "the board", False)
+    assert str(zero.value) == (
+        "the board returned power_w=0.0 for power_limit_w=200 batch_size=16: a "
+        "measurement must be a finite positive number"
+    )
+    with pytest.raises(DataError, match="^the given samples returned power_w=nan for"):
+        check_measured(rows.assign(power_w=[20.0, "x"]), inputs, targets, "the board", True)
+    with pytest.raises(DataError, match="^samples: no 'power_w' column$"):
+        check_measured(rows, inputs, targets, "the board", True)
+    with pytest.raises(DataError, match="^the board: no 'power_w' column$"):
+        check_measured(rows, inputs, targets, "the board", False)
+
+
+def test_the_surprise_of_a_forecast_with_no_spread_is_finite():
+    """Study.surprise_10, _19 (a forecast spread of 0 not clipped: a measurement that
+    met its forecast exactly is 0/0, NaN)."""
+    from test_mutants import _study
+
+    study, _ = _study(measured=3)
+    exact = (np.log([100.0, 200.0, 300.0]), np.zeros(3), np.array([45.0, 30.0, 20.0]), np.zeros(3))
+    study.ahead = exact
+    z_t, z_p = study.surprise()
+    assert z_t.tolist() == [0.0] * 3 and z_p.tolist() == [0.0] * 3
+
+
+class _Board:
+    """A board that takes every mode (the candidates' own checks are what is tested)."""
+
+    config_columns = ("power_limit_w", "batch_size")
+    device = None
+
+    def __init__(self):
+        self.checked: list[str] = []
+
+    def complete_modes(self, df):
+        return df
+
+    def check_modes(self, df, source="modes"):
+        self.checked.append(source)
+        return df
+
+
+def test_given_candidates_are_kept_to_the_batch_size_checked_and_made_unique():
+    """candidates_for_13-22 (**the job's batch size ignored: a pick at another batch
+    size**), _45-_59 (**a power limit of 0 W or below taken as a candidate**; a
+    ``num_workers`` of 0 refused), _73 (rows with the same knobs kept twice), _33, _37-_39
+    (a column the model reads missing, and its message), _42, _67-_71, _9 (messages)."""
+    from powertrain.decisions.candidates import candidates_for
+
+    inputs = ("power_limit_w", "batch_size", "num_workers")
+    cands = pd.DataFrame(
+        {
+            "power_limit_w": [100.0, 200.0, 100.0, 100.0],
+            "batch_size": [16, 16, 32, 16],
+            "num_workers": [0, 2, 2, 0],
+            "note": ["a", "b", "c", "d"],  # differs on the repeated row
+        }
+    )
+    board = _Board()
+    got = candidates_for(board, inputs, cands, 16)
+    assert got[list(inputs)].values.tolist() == [[100.0, 16, 0], [200.0, 16, 2]]
+    assert board.checked == ["candidates"]
+    assert len(candidates_for(board, inputs, cands, None)) == 3
+    for bad in (0.0, -5.0):
+        with pytest.raises(DataError, match="power_limit_w"):
+            candidates_for(board, inputs, cands.assign(power_limit_w=bad), None)
+    with pytest.raises(DataError, match="num_workers"):
+        candidates_for(board, inputs, cands.assign(num_workers=-1), None)
+    with pytest.raises(DataError) as missing:
+        candidates_for(board, (*inputs, "gpu_clock"), cands, None)
+    assert str(missing.value) == (
+        "candidates: missing column(s) gpu_clock the model reads (neither a knob of the "
+        "board nor a figure under its device spec's 'hardware')"
+    )
+    with pytest.raises(DataError, match=r"^candidates: no configurations to choose among"):
+        candidates_for(board, inputs, cands, 64)
+    with pytest.raises(DataError, match="got list$"):
+        candidates_for(board, inputs, [], None)  # type: ignore[arg-type]
+
+
+def test_a_gpus_power_limits_never_go_under_its_minimum():
+    """candidate_configurations_60 (the grid's end tolerance at 1 W: a limit under the
+    GPU's minimum), _66, _73 (the old index kept as a column)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.candidates import candidate_configurations
+
+    gpu = SimpleNamespace(device=None, power_limit_range_w=(100.5, 300.0))
+    got = candidate_configurations(gpu, 16)
+    assert list(got.columns) == ["power_limit_w", "batch_size"]
+    assert got["power_limit_w"].min() == 100.5
+    assert got["power_limit_w"].tolist() == [100.5, 125.0, 150.0, 175.0, 200.0, 225.0] + [
+        250.0, 275.0, 300.0
+    ]  # fmt: skip
+
+
+def test_the_small_helpers_of_the_start_and_the_settings():
+    """own_turn_2 (the portfolio's turns every third round), power_spread_1 (no start
+    asked: a raw ValueError), trained_on_7 (a reference without ``info_``: a raw
+    AttributeError), _probability_2 (a text probability: a raw TypeError), plain_3 (a
+    text value made a float)."""
+    from types import SimpleNamespace
+
+    from powertrain.decisions.candidates import plain, power_spread
+    from powertrain.decisions.samplers.base import trained_on
+    from powertrain.decisions.samplers.table import own_turn
+    from powertrain.decisions.settings import _probability
+
+    assert [own_turn(i) for i in range(5)] == [False, True, False, True, False]
+    assert power_spread(np.array([1.0, 2.0]), 0, np.random.default_rng(0)).tolist() == []
+    device = SimpleNamespace(spec=SimpleNamespace(name="orin_agx"))
+    assert not trained_on(object(), device)
+    with pytest.raises(DataError, match="confidence must be a probability"):
+        _probability("confidence", "0.9")
+    assert plain("MAXN") == "MAXN" and plain(None) is None
+    assert type(plain(np.float32(0.5))) is float and type(plain(np.int64(3))) is int
