@@ -224,6 +224,7 @@ def test_a_start_is_spread_over_the_devices_strata_and_batch_sizes():
     one = cands[cands.batch_size == 8]
     assert strata(None, one) == ["a", "b"]
     assert strata(None, one.drop(columns="batch_size")) == ["a", "b"]
+    assert strata(None, cands[["batch_size", "a", "b", "c"]]) == ["a", "b", "batch_size"]
     rng = np.random.default_rng(0)
     for n in (0, 3, 8, 20):
         got = stratified(cands, ["a", "b"], n, rng)
@@ -368,9 +369,9 @@ def test_given_candidates_are_kept_to_the_batch_size_checked_and_made_unique():
     with pytest.raises(DataError, match="num_workers"):
         candidates_for(board, inputs, cands.assign(num_workers=-1), None)
     with pytest.raises(DataError) as missing:
-        candidates_for(board, (*inputs, "gpu_clock"), cands, None)
+        candidates_for(board, (*inputs, "gpu_clock", "mem_clock"), cands, None)
     assert str(missing.value) == (
-        "candidates: missing column(s) gpu_clock the model reads (neither a knob of the "
+        "candidates: missing column(s) gpu_clock, mem_clock the model reads (neither a knob of the "
         "board nor a figure under its device spec's 'hardware')"
     )
     with pytest.raises(DataError, match=r"^candidates: no configurations to choose among"):
@@ -381,7 +382,8 @@ def test_given_candidates_are_kept_to_the_batch_size_checked_and_made_unique():
 
 def test_a_gpus_power_limits_never_go_under_its_minimum():
     """candidate_configurations_60 (the grid's end tolerance at 1 W: a limit under the
-    GPU's minimum), _66, _73 (the old index kept as a column)."""
+    GPU's minimum), _66, _73 (the old index kept as a column), _31, _32, _39-_41 (the
+    messages)."""
     from types import SimpleNamespace
 
     from powertrain.decisions.candidates import candidate_configurations
@@ -390,6 +392,10 @@ def test_a_gpus_power_limits_never_go_under_its_minimum():
     got = candidate_configurations(gpu, 16)
     assert list(got.columns) == ["power_limit_w", "batch_size"]
     assert got["power_limit_w"].min() == 100.5
+    with pytest.raises(DataError, match="^batch_size: name the batch size"):
+        candidate_configurations(gpu)  # not a twin: no default batch size
+    with pytest.raises(DataError, match="^SimpleNamespace has no device table of modes"):
+        candidate_configurations(SimpleNamespace(device=None))
     assert got["power_limit_w"].tolist() == [100.5, 125.0, 150.0, 175.0, 200.0, 225.0] + [
         250.0, 275.0, 300.0
     ]  # fmt: skip
