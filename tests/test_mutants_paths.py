@@ -421,3 +421,45 @@ def test_the_small_helpers_of_the_start_and_the_settings():
         _probability("confidence", "0.9")
     assert plain("MAXN") == "MAXN" and plain(None) is None
     assert type(plain(np.float32(0.5))) is float and type(plain(np.int64(3))) is int
+
+
+def test_a_tuners_candidates_take_the_devices_figures_and_count_the_given_rows():
+    """Tuner._make_candidates_5-_28 (the device spec's ``hardware`` figures ignored: a
+    tuner left inert over an input the device gives), _35-_39 (the inert reason), _49-_53
+    (a board column missing from the candidates not named: found only mid-training), _56
+    (the given rows not counted against the budget's least)."""
+    from types import SimpleNamespace
+
+    import powertrain as pt
+    from powertrain.decisions.settings import Settings
+
+    board = _Board()
+    board.device = SimpleNamespace(spec=SimpleNamespace(hardware={"gpu_cuda_cores": 1024.0}))
+    reasons: list[str] = []
+    cands = pd.DataFrame({"power_limit_w": [100.0, 200.0], "batch_size": [16, 16]})
+
+    def tuner(board, budget=10, samples=None):
+        return SimpleNamespace(
+            board=board, inputs=("power_limit_w", "batch_size", "gpu_cuda_cores"),
+            _inert=reasons.append, _batch_size=None, _samples=samples,
+            settings=Settings(budget=budget), time_column="time_ms",
+        )  # fmt: skip
+
+    t = tuner(board)
+    pt.Tuner._make_candidates(t, cands, None)  # type: ignore[arg-type]
+    assert reasons == [] and t.candidates_["gpu_cuda_cores"].tolist() == [1024.0] * 2
+    bare = _Board()
+    pt.Tuner._make_candidates(tuner(bare), cands, None)  # type: ignore[arg-type]
+    assert reasons == [
+        "_Board cannot set gpu_cuda_cores (its settings: power_limit_w, batch_size); for "
+        "NVML pass allow_power_limit=True (needs root)"
+    ]
+    fan = _Board()
+    fan.device = board.device
+    fan.config_columns = ("power_limit_w", "batch_size", "fan")  # type: ignore[assignment]
+    with pytest.raises(DataError, match="^candidates: missing column[(]s[)] fan$"):
+        pt.Tuner._make_candidates(tuner(fan), cands, None)  # type: ignore[arg-type]
+    rows = pd.DataFrame({"power_limit_w": [100.0] * 9})
+    pt.Tuner._make_candidates(tuner(board, 1, rows), cands, None)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match="budget"):
+        pt.Tuner._make_candidates(tuner(board, 1), cands, None)  # type: ignore[arg-type]
