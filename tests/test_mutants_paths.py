@@ -463,3 +463,26 @@ def test_a_tuners_candidates_take_the_devices_figures_and_count_the_given_rows()
     pt.Tuner._make_candidates(tuner(board, 1, rows), cands, None)  # type: ignore[arg-type]
     with pytest.raises(DataError, match="budget"):
         pt.Tuner._make_candidates(tuner(board, 1), cands, None)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ reporting --
+def test_the_logged_numbers_keep_their_names():
+    """decision_metrics_14, _15, summary_metrics_1, _2, _7, _8 (a logged number's name
+    changed: a dashboard that reads ``powertrain/measured`` finds nothing)."""
+    from types import SimpleNamespace
+
+    from powertrain.integrations import decision_metrics, summary_metrics
+
+    d = {"power_cap_w": 30.0, "time_ms": 100.0, "power_w": 25.0, "measured": True}
+    assert decision_metrics(d, "time_ms") == {
+        "powertrain/power_cap_w": 30.0,
+        "powertrain/time_ms": 100.0,
+        "powertrain/power_w": 25.0,
+        "powertrain/measured": 1.0,
+    }
+    s = SimpleNamespace(n_measured=5, minibatches_to_pick=40, explore_min=1.5)
+    assert summary_metrics(s) == {
+        "powertrain/n_measured": 5.0,
+        "powertrain/minibatches_to_pick": 40.0,
+        "powertrain/explore_min": 1.5,
+    }
