@@ -761,6 +761,23 @@ def _gpu_reference(make):
     return _REFERENCE[0]
 
 
+def _hard_cap_tuner_until_hit(board, said: list[str]):
+    """A budget-4 hard-cap Tuner under 30 W stepped until its first hit (at most 20 steps)."""
+    from test_tuner import gpu_reference
+
+    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, budget=4,
+                     minibatches=20, hard_cap=True, handle_signals=False,
+                     log=said.append)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(20):
+            with tuner.step():
+                pass
+            if tuner.hits:
+                break
+    return tuner
+
+
 def test_aborting_a_tuner_that_never_ran_or_has_closed_touches_nothing():
     """Tuner.abort_2-4, _7, _8 (an idle or closed tuner aborted calls on_error on a board
     it never changed or already put back)."""
@@ -1566,20 +1583,10 @@ def test_a_hard_cap_tuner_steps_back_from_a_configuration_over_the_cap_at_once()
     33 % over with none known yet: the first reading past the sensor's lag) leave the
     configuration before its window ends, mark it hit, and tell what it showed."""
     from test_engine import gpu_board
-    from test_tuner import gpu_reference
 
     said: list[str] = []
     board = gpu_board([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 45.0)])  # both over
-    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, budget=4,
-                     minibatches=20, hard_cap=True, handle_signals=False,
-                     log=said.append)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for _ in range(20):
-            with tuner.step():
-                pass
-            if tuner.hits:
-                break
+    tuner = _hard_cap_tuner_until_hit(board, said)
     assert tuner.hits == [0] and tuner.minibatch < 20
     row = tuner.measurements().iloc[0]
     assert (row["power_limit_w"], row["time_ms"], row["power_w"], row["index"]) == (

@@ -11,7 +11,6 @@ from an old one.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -73,21 +72,11 @@ def test_a_step_back_tells_the_timed_minibatches_and_the_readings_after_the_sens
     cap). Run D's _step_back 11, 12, 40, 63, 66 (not killed: its replayed board read one
     constant power at 1 Hz) are these. A sensor faster than the minibatches, readings that
     differ and a clock not at 0 tell them apart."""
-    from test_mutants import _gpu_reference
-    from test_tuner import gpu_reference
+    from test_mutants import _hard_cap_tuner_until_hit
 
     board = _FastSensorBoard([(100.0, 16, 300.0, 40.0), (200.0, 16, 200.0, 45.0)])
     said: list[str] = []
-    tuner = pt.Tuner(board, _gpu_reference(gpu_reference), 30.0, batch_size=16, budget=4,
-                     minibatches=20, hard_cap=True, handle_signals=False,
-                     log=said.append)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for _ in range(20):
-            with tuner.step():
-                pass
-            if tuner.hits:
-                break
+    tuner = _hard_cap_tuner_until_hit(board, said)
     assert tuner.hits == [0] and tuner.minibatch == 2  # the warm-up and one timed minibatch
     row = tuner.measurements().iloc[0]
     # set at 100 s; 14 readings, every 1/16 s, in the 0.875 s of the two minibatches; the
