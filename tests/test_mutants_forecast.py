@@ -1,0 +1,251 @@
+"""Tests written for run I's survivors (docs/method-notes.md, "Run I"): the cap schedule
+(which cap applies when), the posterior (the forecasts and spreads an unmeasured pick's
+chance of fitting rests on) and the table's loss.
+
+Why: each names the mutants it kills (mutmut's name, module.x_function__mutmut_N), so a
+later run can tell a new survivor from an old one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from powertrain.decisions.cap_schedule import CapSchedule
+from powertrain.errors import DataError
+
+
+def test_a_cap_step_applies_from_its_own_instant_on():
+    """CapSchedule.__call__ (the step before the one that starts at ``t``: a lower cap
+    applied late, the board over the new cap for a step), caps (not distinct, not
+    sorted)."""
+    s = CapSchedule([(0, 40.0), (10, 20.0), (20, 40.0)])
+    assert [s(0.0), s(9.999), s(10.0), s(19.0), s(20.0), s(1e9)] == [40, 40, 20, 20, 40, 40]
+    assert s.caps() == [20.0, 40.0]
+    assert CapSchedule([(0, 50.0)])(0.0) == 50.0
+
+
+def test_a_callback_schedule_is_asked_with_time_and_minibatch_and_checked():
+    """CapSchedule.__init__ and __call__ (the callback dropped or asked without its
+    arguments; **its answer of 0 W or NaN taken as a cap**)."""
+    asked: list[tuple[float, int]] = []
+    s = CapSchedule(callback=lambda t, n: asked.append((t, n)) or (30 if n < 3 else 0))
+    assert s.callback is not None and s.steps == []
+    assert s(1.5, 2) == 30.0 and asked == [(1.5, 2)]
+    with pytest.raises(DataError, match="returned 0 at 4 s"):
+        s(4.0, 3)
+    assert CapSchedule(callback=lambda t, n: 25)(0.0) == 25.0
+    with pytest.raises(DataError, match="either steps or a callback"):
+        CapSchedule()
+    with pytest.raises(DataError, match="either steps or a callback"):
+        CapSchedule([(0, 40)], callback=lambda t, n: 40)
+
+
+@pytest.mark.parametrize(
+    "steps, message",
+    [
+        ([(0, 0.0)], r"step 1: \(0.0, 0.0\) needs t_s >= 0, cap > 0"),
+        ([(0, 40), (5, -1)], r"step 2: \(5.0, -1.0\) needs"),
+        ([(0, 40), (-1, 30)], r"step 2: \(-1.0, 30.0\) needs"),
+        ([(0, float("nan"))], "step 1: .* needs"),
+        ([(0, float("inf"))], "step 1: .* needs"),
+        ([(float("inf"), 40)], "step 1: .* needs"),
+        ([(5, 40)], "the first step must start at t_s = 0"),
+        ([], "the first step must start at t_s = 0"),
+        ([(0, 40), (3, 30), (3, 20)], r"steps 2 and 3 both start at t_s = 3 \(30 W and 20 W\)"),
+        ([(0, 40), None], r"step 2: None must be a pair"),
+    ],
+)
+def test_every_malformed_step_is_named(steps, message):
+    """_check_steps (**a cap of 0 W, below 0, NaN or infinite taken**; a negative or
+    infinite start; no step at 0 s; two caps at one instant; the step's number)."""
+    with pytest.raises(DataError, match=f"CapSchedule: {message}"):
+        CapSchedule(steps)
+
+
+def test_steps_are_kept_as_sorted_float_pairs():
+    """_check_steps (the steps left unsorted: a later cap applied first; numbers kept as
+    text)."""
+    s = CapSchedule([(20, "15"), (0, 40), (10.0, np.float32(25))])
+    assert s.steps == [(0.0, 40.0), (10.0, 25.0), (20.0, 15.0)]
+    assert all(type(t) is float and type(w) is float for t, w in s.steps)
+    assert s(10.0) == 25.0 and s(25.0) == 15.0
+
+
+def test_a_cap_schedule_file_names_itself_and_its_rows(tmp_path):
+    """from_csv (the file not named; "step" not turned into "row")."""
+    f = tmp_path / "caps.csv"
+    f.write_text("t_s,power_cap_w\n5,40\n")
+    with pytest.raises(DataError, match=re.escape(f"{f}: CapSchedule: the first row must start")):
+        CapSchedule.from_csv(f)
+    f.write_text("t_s,power_cap_w\n0,40\n7,30\n7,20\n")
+    with pytest.raises(DataError, match=r"rows 2 and 3 both start at t_s = 7"):
+        CapSchedule.from_csv(f)
+    f.write_text("t_s,cap\n0,40\n")
+    with pytest.raises(DataError, match="power_cap_w"):
+        CapSchedule.from_csv(f)
+    f.write_text("t_s,power_cap_w\n-1,40\n")
+    with pytest.raises(DataError, match="t_s"):
+        CapSchedule.from_csv(f)
+    f.write_text("t_s,power_cap_w\n0,40\n30,12.5\n")
+    s = CapSchedule.from_csv(str(f))
+    assert s.steps == [(0.0, 40.0), (30.0, 12.5)] and s(30.0) == 12.5
+
+
+def test_a_spread_scale_is_the_shrunk_clipped_rms_of_the_errors():
+    """posterior.spread_scale (the prior count, the clip at CLIP_Z sigmas on either side,
+    NaN errors dropped: **a spread narrowed or widened, an unmeasured pick's chance of
+    fitting misstated**)."""
+    from powertrain.decisions.posterior import CLIP_Z, PRIOR_N, spread_scale
+
+    assert (PRIOR_N, CLIP_Z) == (3.0, 2.0)  # the tuned defaults the figures below rest on
+    assert spread_scale(np.array([])) == 1.0
+    assert spread_scale(np.array([0.5, -0.5])) == pytest.approx(np.sqrt(3.5 / 5))
+    assert spread_scale([10.0]) == pytest.approx(np.sqrt(7 / 4))  # clipped to 2 sigmas
+    assert spread_scale([-10.0]) == pytest.approx(np.sqrt(7 / 4))
+    assert spread_scale([1.5, np.nan, np.inf]) == pytest.approx(np.sqrt(5.25 / 4))
+    assert spread_scale([1.5], prior_n=1.0) == pytest.approx(np.sqrt(3.25 / 2))
+    assert isinstance(spread_scale([1.0]), float)
+
+
+def test_knob_space_is_standardised_logs_and_a_constant_knob_is_zero():
+    """posterior.knob_space (the log, the clip of 0 at 1e-9, the mean, the sd, a constant
+    column divided by 0)."""
+    from powertrain.decisions.posterior import knob_space
+
+    x = np.array([[1.0, 5.0, 0.0], [np.e, 5.0, 1.0], [np.e**2, 5.0, 1.0]])
+    z = knob_space(x)
+    assert z[:, 0] == pytest.approx(np.array([-1.0, 0.0, 1.0]) * np.sqrt(1.5))
+    assert z[:, 1].tolist() == [0.0, 0.0, 0.0]
+    lo = np.log(1e-9)
+    col = np.array([lo, 0.0, 0.0])
+    assert z[:, 2] == pytest.approx((col - col.mean()) / col.std())
+    assert np.isfinite(z).all()
+
+
+def test_the_kernel_is_the_squared_exponential_of_the_distance():
+    """posterior._rbf (the distance, the half, the length squared, the clip of a rounding
+    below 0)."""
+    from powertrain.decisions.posterior import _rbf
+
+    a = np.array([[0.0, 0.0], [1.0, 2.0]])
+    b = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 2.0]])
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    assert _rbf(a, b, 1.0) == pytest.approx(np.exp(-0.5 * d2))
+    assert _rbf(a, b, 2.0) == pytest.approx(np.exp(-0.5 * d2 / 4))
+    big = np.array([[1e8, 1e8]])
+    assert _rbf(big, big, 1.0)[0, 0] == 1.0  # a rounding below 0 is not a distance
+
+
+def _correlation(g: np.ndarray, i: int, j: int) -> float:
+    return float(np.corrcoef(g[i], g[j])[0, 1])
+
+
+def test_field_draws_are_standard_normal_and_correlated_by_the_length():
+    """posterior.field_draws's prior (the feature scale sqrt(2/f), the phases over a full
+    turn, the frequencies divided by the length; length 0: independent draws)."""
+    from powertrain.decisions.posterior import Field, field_draws
+
+    x = np.array([[0.0], [0.5], [3.0], [1.0]])
+    none = np.array([], dtype=int)
+    g = field_draws(x, none, np.array([]), 20000, np.random.default_rng(0))
+    assert g.shape == (4, 20000)
+    assert g.std(axis=1) == pytest.approx(np.ones(4), abs=0.12)
+    assert _correlation(g, 0, 1) == pytest.approx(np.exp(-0.125), abs=0.1)
+    assert abs(_correlation(g, 0, 2)) < 0.2
+    short = field_draws(x, none, np.array([]), 20000, np.random.default_rng(1), Field(0.5))
+    assert _correlation(short, 0, 1) == pytest.approx(np.exp(-0.5), abs=0.12)
+    assert _correlation(short, 0, 3) == pytest.approx(np.exp(-2.0), abs=0.12)
+    assert Field() == Field(1.0, 256, 0.2)
+    flat = field_draws(x, none, np.array([]), 5, np.random.default_rng(2), Field(0.0))
+    assert flat == pytest.approx(np.random.default_rng(2).standard_normal((4, 5)))
+    flat = field_draws(x, none, np.array([]), 5, np.random.default_rng(2), Field(-1.0))
+    assert flat == pytest.approx(np.random.default_rng(2).standard_normal((4, 5)))
+
+
+def test_field_draws_follow_the_measured_residuals_with_their_sign():
+    """posterior.field_draws's conditioning (**the residual's sign turned**: a mode
+    measured over its forecast makes its neighbours forecast under; the noise, the
+    gram's diagonal, the measured rows)."""
+    from powertrain.decisions.posterior import Field, field_draws
+
+    x = np.linspace(0.0, 6.0, 25)[:, None]
+    known = np.array([5, 20])
+    g = field_draws(x, known, np.array([2.0, -1.0]), 4000, np.random.default_rng(3))
+    # at a measured row: the residual, shrunk by the noise (0.2), with spread ~ the noise
+    assert g[5].mean() == pytest.approx(2.0 / 1.04, abs=0.12)
+    assert g[20].mean() == pytest.approx(-1.0 / 1.04, abs=0.12)
+    assert g[5].std() == pytest.approx(0.2 / np.sqrt(1.04), abs=0.06)
+    # a neighbour 0.25 units away follows; one 1.5 units away much less
+    assert g[6].mean() == pytest.approx(2.0 / 1.04 * np.exp(-0.5 * 0.25**2), abs=0.2)
+    assert 0.2 < g[11].mean() < 1.0
+    loose = Field(noise=1.0)
+    h = field_draws(x, known, np.array([2.0, -1.0]), 4000, np.random.default_rng(4), loose)
+    assert h[5].mean() == pytest.approx(1.0, abs=0.15)  # a noisy residual counts half
+
+
+def _table_loss_by_hand(cost, power, best, caps, no_pick, clip):
+    """The definition in the module's docstring, one draw and one cap at a time."""
+    n, draws = cost.shape
+    out = {k: np.zeros((len(caps), n)) for k in ("credit", "wins", "improvement")}
+    per_cap, beaten = np.zeros(len(caps)), np.zeros(len(caps))
+    limit = clip if len(caps) > 1 else np.inf
+    for c, cap in enumerate(caps):
+        for d in range(draws):
+            fit = [i for i in range(n) if power[i, d] <= cap]
+            gains = {
+                i: (max(best[c] - cost[i, d], 0) / best[c] if np.isfinite(best[c]) else no_pick)
+                for i in fit
+            }
+            for i, gain in gains.items():
+                out["improvement"][c, i] += gain / draws
+            if not fit:
+                continue
+            w = min(fit, key=lambda i: (cost[i, d], i))
+            won = cost[w, d] < best[c]
+            per_cap[c] += gains[w] / draws
+            beaten[c] += won / draws
+            out["wins"][c, w] += won / draws
+            credited = min(gains[w], limit) if np.isfinite(best[c]) else gains[w]
+            out["credit"][c, w] += credited / draws
+    return per_cap, beaten, out
+
+
+@pytest.mark.parametrize("caps", [[20.0, 30.0, 40.0], [30.0]])
+def test_table_loss_is_its_definition(caps):
+    """loss.table_loss (**the cap compared with `<`: a rival at the cap not counted as
+    fitting**; the loss relative to the pick, the clip, no pick's loss, the credit to
+    the draw's winner, the wins, the improvement)."""
+    from powertrain.decisions.loss import CLIP, NO_PICK, table_loss
+
+    assert (NO_PICK, CLIP) == (1.0, 0.03)
+    rng = np.random.default_rng(5)
+    cost = rng.uniform(0.8, 1.3, (5, 40))
+    power = rng.choice([15.0, 20.0, 25.0, 30.0, 35.0, 45.0], (5, 40))
+    best = np.array([1.2, np.inf, 1.0])[: len(caps)] if len(caps) > 1 else np.array([1.1])
+    caps_ = np.array(caps)
+    got = table_loss(cost, power, best, caps_)
+    per_cap, beaten, out = _table_loss_by_hand(cost, power, best, caps_, 1.0, 0.03)
+    assert got.per_cap == pytest.approx(per_cap)
+    assert got.beaten == pytest.approx(beaten)
+    for name, want in out.items():
+        assert getattr(got, name) == pytest.approx(want), name
+    assert got.total(np.ones(len(caps))) == pytest.approx(per_cap.mean())
+    assert got.total(np.arange(1, len(caps) + 1.0)) == pytest.approx(
+        np.average(per_cap, weights=np.arange(1, len(caps) + 1.0))
+    )
+    other = table_loss(cost, power, best, caps_, no_pick=0.5, clip=0.01)
+    per_cap, beaten, out = _table_loss_by_hand(cost, power, best, caps_, 0.5, 0.01)
+    assert other.per_cap == pytest.approx(per_cap)
+    assert other.credit == pytest.approx(out["credit"])
+
+
+def test_table_loss_of_no_rivals_is_zero_per_cap():
+    """loss.table_loss with no rival: zeros shaped by the caps."""
+    from powertrain.decisions.loss import table_loss
+
+    got = table_loss(np.zeros((0, 7)), np.zeros((0, 7)), np.array([1.0, 2.0]), np.array([10, 20]))
+    assert got.per_cap.tolist() == [0.0, 0.0] and got.credit.shape == (2, 0)
+    assert got.wins.shape == got.improvement.shape == (2, 0) and got.beaten.tolist() == [0, 0]
