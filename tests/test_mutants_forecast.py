@@ -249,3 +249,87 @@ def test_table_loss_of_no_rivals_is_zero_per_cap():
     got = table_loss(np.zeros((0, 7)), np.zeros((0, 7)), np.array([1.0, 2.0]), np.array([10, 20]))
     assert got.per_cap.tolist() == [0.0, 0.0] and got.credit.shape == (2, 0)
     assert got.wins.shape == got.improvement.shape == (2, 0) and got.beaten.tolist() == [0, 0]
+
+
+def test_a_caps_incumbent_is_the_fastest_measured_at_or_under_it():
+    """loss._incumbents (**a pick measured over its cap, or one at the cap left out**; the
+    cost of none as inf)."""
+    from powertrain.decisions.loss import _incumbents
+
+    measured = np.array([True, True, False, True])
+    mu_p = np.array([20.0, 30.0, 5.0, 40.0])
+    cost = np.array([3.0, 2.0, 1.0, 1.5])
+    incumbent, best = _incumbents(measured, mu_p, cost, np.array([10.0, 20.0, 30.0, 40.0]))
+    assert incumbent.tolist() == [-1, 0, 1, 3] and incumbent.dtype.kind == "i"
+    assert best.tolist() == [np.inf, 3.0, 2.0, 1.5]
+
+
+def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch):
+    """loss._rivals (a rival whose low power is exactly a cap judged against the next
+    cap's pick or left out; the measured counted as rivals; the most promising kept
+    when there are too many)."""
+    from powertrain.decisions import loss
+
+    measured = np.array([True, False, False, False, False, False])
+    low_cost = np.array([0.1, 0.9, 2.0, 0.5, 0.5, 0.7])
+    low_power = np.array([5.0, 20.0, 10.0, 40.0, 50.0, 30.0])
+    best = np.array([1.0, 0.8])
+    caps = np.array([20.0, 40.0])
+    assert loss._rivals(measured, low_cost, low_power, best, caps).tolist() == [1, 3, 5]
+    monkeypatch.setattr(loss, "MAX_RIVALS", 2)  # ratios: 0.9, 0.625, 0.875: keep 3 and 5
+    assert loss._rivals(measured, low_cost, low_power, best, caps).tolist() == [3, 5]
+    nopick = np.array([np.inf, 0.8])  # no pick at 20 W: any rival that fits is one
+    low_cost[2] = 50.0
+    # kept first: a cap without a pick, where every rival that fits removes a whole loss
+    assert loss._rivals(measured, low_cost, low_power, nopick, caps).tolist() == [1, 2]
+    monkeypatch.setattr(loss, "MAX_RIVALS", 6000)
+    assert loss._rivals(measured, low_cost, low_power, nopick, caps).tolist() == [1, 2, 3, 5]
+
+
+def _assess(energy: bool = False, draws: int = 3000):
+    from powertrain.decisions.loss import assess
+    from powertrain.decisions.posterior import Field, knob_space
+
+    n = 30
+    x = knob_space(np.exp(np.linspace(0.0, 3.0, n))[:, None])  # evenly spaced
+    pred = (np.full(n, 1.0), np.full(n, 0.1), np.full(n, 20.0), np.full(n, 2.0))
+    measured = np.zeros(n, bool)
+    measured[10] = True
+    values = (np.full(n, np.nan), np.full(n, np.nan))
+    values[0][10], values[1][10] = 1.2, 26.0  # slower and hotter than forecast
+    factor = np.full(n, 2.0)
+    caps = np.array([30.0])
+    return assess(
+        pred, measured, values, x, caps, factor, energy, draws, np.random.default_rng(7), Field()
+    )
+
+
+def test_assess_forecasts_neighbours_of_a_measurement_by_its_residuals():
+    """loss.assess (**the residuals' sign or scale turned: a neighbour of a mode measured
+    hot forecast cool, its chance of fitting overstated**; the measured values in place
+    of the forecast, the spread of a measured row 0, the cost's factor, the forecast)."""
+    a = _assess()
+    assert a.incumbent.tolist() == [10]
+    assert a.mu_t[10] == 1.2 and a.mu_p[10] == 26.0 and a.mu_t[0] == 1.0 and a.mu_p[0] == 20.0
+    assert a.sd_p[10] == 0.0 and a.sd_p[0] == 2.0
+    assert a.cost[10] == pytest.approx(2.4) and a.cost[0] == pytest.approx(2.0)
+    assert 10 not in a.rivals and len(a.rivals) == 29
+    f = a.forecast
+    assert np.isnan(f[:, 10]).all() and f.shape == (4, 30)
+    # the neighbour follows the measured residuals (3 sigma of power, +18 % of time)
+    assert f[2, 11] == pytest.approx(20 + 2 * 3 / 1.04, abs=0.6)
+    assert f[0, 11] == pytest.approx(np.log(1.2) / 1.04, abs=0.03)
+    assert f[3, 11] < 0.6 and f[1, 11] < 0.04  # and is sure of it
+    # the far end barely: the prior's mean and spread
+    assert f[2, 29] == pytest.approx(20.0, abs=0.8) and f[3, 29] == pytest.approx(2.0, abs=0.3)
+    assert f[0, 29] == pytest.approx(0.0, abs=0.04) and f[1, 29] == pytest.approx(0.1, abs=0.02)
+    # the far rows fit 30 W in almost every draw and beat the pick at 2.4
+    assert a.loss.beaten[0] > 0.95
+    # and the fastest of them, at about 2.0 of the pick's 2.4, is the loss
+    assert 1 - 2.0 / 2.4 - 0.02 < a.loss.per_cap[0] < 0.3
+
+
+def test_assess_in_energy_counts_the_power_in_the_cost():
+    """loss.assess with ``energy``: the cost is time x factor x power."""
+    a = _assess(energy=True, draws=200)
+    assert a.cost[10] == pytest.approx(1.2 * 2 * 26) and a.cost[0] == pytest.approx(40.0)
