@@ -29,7 +29,8 @@ def test_a_cap_step_applies_from_its_own_instant_on():
 
 def test_a_callback_schedule_is_asked_with_time_and_minibatch_and_checked():
     """CapSchedule.__init__ and __call__ (the callback dropped or asked without its
-    arguments; **its answer of 0 W or NaN taken as a cap**)."""
+    arguments, 1: **the default minibatch 1: a schedule asked for the wrong step's cap**;
+    **its answer of 0 W taken as a cap**; 5, 6: the message)."""
     asked: list[tuple[float, int]] = []
     s = CapSchedule(callback=lambda t, n: asked.append((t, n)) or (30 if n < 3 else 0))
     assert s.callback is not None and s.steps == []
@@ -37,9 +38,11 @@ def test_a_callback_schedule_is_asked_with_time_and_minibatch_and_checked():
     with pytest.raises(DataError, match="returned 0 at 4 s"):
         s(4.0, 3)
     assert CapSchedule(callback=lambda t, n: 25)(0.0) == 25.0
-    with pytest.raises(DataError, match="either steps or a callback"):
+    # asked without a minibatch: the first one's cap (__call___1: minibatch 1)
+    assert CapSchedule(callback=lambda t, n: 40 if n == 0 else 20)(0.0) == 40.0
+    with pytest.raises(DataError, match="^CapSchedule: give either steps or a callback$"):
         CapSchedule()
-    with pytest.raises(DataError, match="either steps or a callback"):
+    with pytest.raises(DataError, match="^CapSchedule: give either steps or a callback$"):
         CapSchedule([(0, 40)], callback=lambda t, n: 40)
 
 
@@ -53,6 +56,7 @@ def test_a_callback_schedule_is_asked_with_time_and_minibatch_and_checked():
         ([(0, float("inf"))], "step 1: .* needs"),
         ([(float("inf"), 40)], "step 1: .* needs"),
         ([(5, 40)], "the first step must start at t_s = 0"),
+        ([(0.5, 40)], "the first step must start at t_s = 0"),
         ([], "the first step must start at t_s = 0"),
         ([(0, 40), (3, 30), (3, 20)], r"steps 2 and 3 both start at t_s = 3 \(30 W and 20 W\)"),
         ([(0, 40), None], r"step 2: None must be a pair"),
@@ -60,7 +64,8 @@ def test_a_callback_schedule_is_asked_with_time_and_minibatch_and_checked():
 )
 def test_every_malformed_step_is_named(steps, message):
     """_check_steps (**a cap of 0 W, below 0, NaN or infinite taken**; a negative or
-    infinite start; no step at 0 s; two caps at one instant; the step's number)."""
+    infinite start; no step at 0 s, 40: **one at 0.5 s taken: no cap for the first half
+    second**; two caps at one instant; the step's number)."""
     with pytest.raises(DataError, match=f"CapSchedule: {message}"):
         CapSchedule(steps)
 
@@ -68,6 +73,7 @@ def test_every_malformed_step_is_named(steps, message):
 def test_steps_are_kept_as_sorted_float_pairs():
     """_check_steps (the steps left unsorted: a later cap applied first; numbers kept as
     text)."""
+    assert CapSchedule([(0, 0.5)])(3.0) == 0.5  # _check_steps_19: a cap under 1 W refused
     s = CapSchedule([(20, "15"), (0, 40), (10.0, np.float32(25))])
     assert s.steps == [(0.0, 40.0), (10.0, 25.0), (20.0, 15.0)]
     assert all(type(t) is float and type(w) is float for t, w in s.steps)
@@ -75,7 +81,9 @@ def test_steps_are_kept_as_sorted_float_pairs():
 
 
 def test_a_cap_schedule_file_names_itself_and_its_rows(tmp_path):
-    """from_csv (the file not named; "step" not turned into "row")."""
+    """from_csv (the file not named, 4, 9, 22; the negative start checked as a step, not as
+    the file's row and column, 10, 23, 24; the file's kind in a missing file's message,
+    13, 15-17; "step" not turned into "row")."""
     f = tmp_path / "caps.csv"
     f.write_text("t_s,power_cap_w\n5,40\n")
     with pytest.raises(DataError, match=re.escape(f"{f}: CapSchedule: the first row must start")):
@@ -86,9 +94,11 @@ def test_a_cap_schedule_file_names_itself_and_its_rows(tmp_path):
     f.write_text("t_s,cap\n0,40\n")
     with pytest.raises(DataError, match="power_cap_w"):
         CapSchedule.from_csv(f)
-    f.write_text("t_s,power_cap_w\n-1,40\n")
-    with pytest.raises(DataError, match="t_s"):
+    f.write_text("t_s,power_cap_w\n0,40\n-1,30\n")
+    with pytest.raises(DataError, match=re.escape(f"{f}: row 2, column 't_s': -1 must be >= 0")):
         CapSchedule.from_csv(f)
+    with pytest.raises(DataError, match=re.escape(f"cap schedule {tmp_path / 'no.csv'}: no such")):
+        CapSchedule.from_csv(tmp_path / "no.csv")
     f.write_text("t_s,power_cap_w\n0,40\n30,12.5\n")
     s = CapSchedule.from_csv(str(f))
     assert s.steps == [(0.0, 40.0), (30.0, 12.5)] and s(30.0) == 12.5
