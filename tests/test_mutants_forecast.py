@@ -296,17 +296,17 @@ def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch
     assert loss._rivals(measured, low_cost, low_power, nopick, caps).tolist() == [1, 2, 3, 5]
 
 
-def _assess(energy: bool = False, draws: int = 3000):
+def _assess(energy: bool = False, draws: int = 3000, spreads: tuple = (0.1, 2.0), at10=(1.2, 26.0)):
     from powertrain.decisions.loss import assess
     from powertrain.decisions.posterior import Field, knob_space
 
     n = 30
     x = knob_space(np.exp(np.linspace(0.0, 3.0, n))[:, None])  # evenly spaced
-    pred = (np.full(n, 1.0), np.full(n, 0.1), np.full(n, 20.0), np.full(n, 2.0))
+    pred = (np.full(n, 1.0), np.full(n, spreads[0]), np.full(n, 20.0), np.full(n, spreads[1]))
     measured = np.zeros(n, bool)
     measured[10] = True
     values = (np.full(n, np.nan), np.full(n, np.nan))
-    values[0][10], values[1][10] = 1.2, 26.0  # slower and hotter than forecast
+    values[0][10], values[1][10] = at10  # by default slower and hotter than forecast
     factor = np.full(n, 2.0)
     caps = np.array([30.0])
     return assess(
@@ -343,3 +343,20 @@ def test_assess_in_energy_counts_the_power_in_the_cost():
     """loss.assess with ``energy``: the cost is time x factor x power."""
     a = _assess(energy=True, draws=200)
     assert a.cost[10] == pytest.approx(1.2 * 2 * 26) and a.cost[0] == pytest.approx(40.0)
+
+
+def test_assess_keeps_a_spread_of_zero_or_under_a_watt():
+    """loss.assess 35, 43 (**a forecast spread of 0 not clipped: 0/0, every forecast
+    NaN**), 47 (a power spread under 1 W raised to 1 W: a chance of fitting understated)."""
+    # measured as forecast in time (0/0 unclipped), hotter in power: rivals in energy
+    a = _assess(energy=True, draws=400, spreads=(0.0, 0.0), at10=(1.0, 25.0))
+    assert (
+        len(a.rivals) == 29
+        and np.isfinite(a.forecast[:, a.rivals]).all()
+        and np.isfinite(a.loss.per_cap).all()
+    )
+    # measured as forecast in power (0/0 unclipped), slower in time: rivals in time
+    a = _assess(draws=400, spreads=(0.0, 0.0), at10=(1.2, 20.0))
+    assert len(a.rivals) == 29 and np.isfinite(a.forecast[:, a.rivals]).all()
+    b = _assess(draws=3000, spreads=(0.1, 0.5), at10=(1.0, 20.0))
+    assert b.forecast[3, 29] == pytest.approx(0.5, abs=0.1)
