@@ -296,21 +296,38 @@ def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch
     assert loss._rivals(measured, low_cost, low_power, nopick, caps).tolist() == [1, 2, 3, 5]
 
 
-def _assess(energy: bool = False, draws: int = 3000, spreads: tuple = (0.1, 2.0), at10=(1.2, 26.0)):
+def _assess(
+    energy: bool = False,
+    draws: int = 3000,
+    spreads: tuple = (0.1, 2.0),
+    at10: tuple = (1.2, 26.0),
+    caps: tuple = (30.0,),
+    t0: float = 1.0,
+):
     from powertrain.decisions.loss import assess
     from powertrain.decisions.posterior import Field, knob_space
 
     n = 30
     x = knob_space(np.exp(np.linspace(0.0, 3.0, n))[:, None])  # evenly spaced
-    pred = (np.full(n, 1.0), np.full(n, spreads[0]), np.full(n, 20.0), np.full(n, spreads[1]))
+    t = np.full(n, 1.0)
+    t[0] = t0
+    pred = (t, np.full(n, spreads[0]), np.full(n, 20.0), np.full(n, spreads[1]))
     measured = np.zeros(n, bool)
     measured[10] = True
     values = (np.full(n, np.nan), np.full(n, np.nan))
     values[0][10], values[1][10] = at10  # by default slower and hotter than forecast
     factor = np.full(n, 2.0)
-    caps = np.array([30.0])
     return assess(
-        pred, measured, values, x, caps, factor, energy, draws, np.random.default_rng(7), Field()
+        pred,
+        measured,
+        values,
+        x,
+        np.array(caps),
+        factor,
+        energy,
+        draws,
+        np.random.default_rng(7),
+        Field(),
     )
 
 
@@ -360,3 +377,23 @@ def test_assess_keeps_a_spread_of_zero_or_under_a_watt():
     assert len(a.rivals) == 29 and np.isfinite(a.forecast[:, a.rivals]).all()
     b = _assess(draws=3000, spreads=(0.1, 0.5), at10=(1.0, 20.0))
     assert b.forecast[3, 29] == pytest.approx(0.5, abs=0.1)
+
+
+def test_a_rival_is_screened_by_its_optimistic_cost_and_power():
+    """loss.assess 59, 62 (the optimistic cost divided by the factor or by the spread:
+    every configuration a rival), 65 (the optimistic power ``pp - 3 sd`` as ``pp - 3 / sd``:
+    **a configuration that could fit a low cap where nothing is measured is no rival:
+    the low cap's table never explores it**)."""
+    slow = _assess(draws=50, t0=2.0)  # 2.0 x 0.74 x 2 = 2.96 over the pick's 2.4
+    assert 0 not in slow.rivals and len(slow.rivals) == 28
+    low = _assess(draws=50, t0=2.0, caps=(15.0, 30.0))  # 20 - 3 x 2 = 14 W: may fit 15 W
+    assert 0 in low.rivals and low.incumbent.tolist() == [-1, 10]
+
+
+@pytest.mark.parametrize("at10, log_t, power", [((3.0, 4.0), 6, -6), ((1 / 3, 32.0), -6, 6)])
+def test_a_measured_residual_counts_for_at_most_six_sigmas(at10, log_t, power):
+    """loss.assess 77, 78, 87, 88, 91 (the clip of a measured residual at 6 sigmas dropped
+    or moved: one odd measurement drags its neighbours' forecasts further)."""
+    a = _assess(draws=3000, at10=at10)
+    assert a.forecast[0, 11] == pytest.approx(0.1 * log_t / 1.04, abs=0.03)
+    assert a.forecast[2, 11] == pytest.approx(20 + 2 * power / 1.04, abs=0.6)
