@@ -303,6 +303,7 @@ def _assess(
     at10: tuple = (1.2, 26.0),
     caps: tuple = (30.0,),
     t0: float = 1.0,
+    field=None,
 ):
     from powertrain.decisions.loss import assess
     from powertrain.decisions.posterior import Field, knob_space
@@ -327,7 +328,7 @@ def _assess(
         energy,
         draws,
         np.random.default_rng(7),
-        Field(),
+        Field() if field is None else field,
     )
 
 
@@ -390,10 +391,20 @@ def test_a_rival_is_screened_by_its_optimistic_cost_and_power():
     assert 0 in low.rivals and low.incumbent.tolist() == [-1, 10]
 
 
-@pytest.mark.parametrize("at10, log_t, power", [((3.0, 4.0), 6, -6), ((1 / 3, 32.0), -6, 6)])
+@pytest.mark.parametrize("at10, log_t, power", [((3.0, 4.0), 6, -6), ((1 / 3, 34.0), -6, 6)])
 def test_a_measured_residual_counts_for_at_most_six_sigmas(at10, log_t, power):
     """loss.assess 77, 78, 87, 88, 91 (the clip of a measured residual at 6 sigmas dropped
     or moved: one odd measurement drags its neighbours' forecasts further)."""
     a = _assess(draws=3000, at10=at10)
     assert a.forecast[0, 11] == pytest.approx(0.1 * log_t / 1.04, abs=0.03)
     assert a.forecast[2, 11] == pytest.approx(20 + 2 * power / 1.04, abs=0.6)
+
+
+def test_assess_draws_with_the_field_it_is_given():
+    """loss.assess 114 (the field dropped for the time draws: correlated where
+    independent draws were asked for)."""
+    from powertrain.decisions.posterior import Field
+
+    a = _assess(draws=3000, field=Field(0.0))
+    assert a.forecast[0, 11] == pytest.approx(0.0, abs=0.01)
+    assert a.forecast[2, 11] == pytest.approx(20.0, abs=0.2)
