@@ -358,9 +358,12 @@ def test_assess_forecasts_neighbours_of_a_measurement_by_its_residuals():
 
 
 def test_assess_in_energy_counts_the_power_in_the_cost():
-    """loss.assess with ``energy``: the cost is time x factor x power."""
+    """loss.assess with ``energy``: the cost is time x factor x power, for the measured and
+    in the rivals' draws (136, 138: time alone or time / power there, a loss near 1)."""
     a = _assess(energy=True, draws=200)
     assert a.cost[10] == pytest.approx(1.2 * 2 * 26) and a.cost[0] == pytest.approx(40.0)
+    # the rivals' energy (about 2 x 20) against the pick's 62.4
+    assert 0.25 < a.loss.per_cap[0] < 0.45
 
 
 def test_assess_keeps_a_spread_of_zero_or_under_a_watt():
