@@ -275,7 +275,7 @@ def test_a_caps_incumbent_is_the_fastest_measured_at_or_under_it():
 
 
 def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch):
-    """loss._rivals (a rival whose low power is exactly a cap judged against the next
+    """loss._rivals (31: one that can at best tie its pick; a rival whose low power is exactly a cap judged against the next
     cap's pick or left out; the measured counted as rivals; the most promising kept
     when there are too many)."""
     from powertrain.decisions import loss
@@ -286,6 +286,8 @@ def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch
     best = np.array([1.0, 0.8])
     caps = np.array([20.0, 40.0])
     assert loss._rivals(measured, low_cost, low_power, best, caps).tolist() == [1, 3, 5]
+    tie = np.array([0.1, 1.0, 2.0, 0.8, 0.5, 0.7])  # 31: at best as fast as the pick
+    assert loss._rivals(measured, tie, low_power, best, caps).tolist() == [5]
     monkeypatch.setattr(loss, "MAX_RIVALS", 2)  # ratios: 0.9, 0.625, 0.875: keep 3 and 5
     assert loss._rivals(measured, low_cost, low_power, best, caps).tolist() == [3, 5]
     nopick = np.array([np.inf, 0.8])  # no pick at 20 W: any rival that fits is one
