@@ -259,6 +259,8 @@ def test_table_loss_of_no_rivals_is_zero_per_cap():
     got = table_loss(np.zeros((0, 7)), np.zeros((0, 7)), np.array([1.0, 2.0]), np.array([10, 20]))
     assert got.per_cap.tolist() == [0.0, 0.0] and got.credit.shape == (2, 0)
     assert got.wins.shape == got.improvement.shape == (2, 0) and got.beaten.tolist() == [0, 0]
+    tie = table_loss(np.array([[1.0]]), np.array([[10.0]]), np.array([1.0]), np.array([20.0]))
+    assert tie.beaten.tolist() == [0.0] and tie.wins.tolist() == [[0.0]]  # 67: a tie beats
 
 
 def test_a_caps_incumbent_is_the_fastest_measured_at_or_under_it():
