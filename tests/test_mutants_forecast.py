@@ -277,9 +277,9 @@ def test_a_caps_incumbent_is_the_fastest_measured_at_or_under_it():
 
 
 def test_a_rival_is_unmeasured_reaches_a_cap_and_could_beat_its_pick(monkeypatch):
-    """loss._rivals (31: one that can at best tie its pick; a rival whose low power is exactly a cap judged against the next
-    cap's pick or left out; the measured counted as rivals; the most promising kept
-    when there are too many)."""
+    """loss._rivals (31: one that can at best tie its pick; a rival whose low power is
+    exactly a cap judged against the next cap's pick or left out; the measured counted
+    as rivals; the most promising kept when there are too many)."""
     from powertrain.decisions import loss
 
     measured = np.array([True, False, False, False, False, False])
