@@ -194,6 +194,9 @@ def test_field_draws_follow_the_measured_residuals_with_their_sign():
     loose = Field(noise=1.0)
     h = field_draws(x, known, np.array([2.0, -1.0]), 4000, np.random.default_rng(4), loose)
     assert h[5].mean() == pytest.approx(1.0, abs=0.15)  # a noisy residual counts half
+    half = Field(noise=0.5)  # 42: the noise cubed in the gram (2 / 1.125, not 2 / 1.25)
+    h = field_draws(x, known, np.array([2.0, -1.0]), 4000, np.random.default_rng(4), half)
+    assert h[5].mean() == pytest.approx(2.0 / 1.25, abs=0.06)
 
 
 def _table_loss_by_hand(cost, power, best, caps, no_pick, clip):
