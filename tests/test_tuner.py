@@ -327,3 +327,22 @@ def test_bad_arguments_are_named(reference):
         pt.Tuner(twin_board(), reference, -3.0)
     with pytest.raises(DataError, match="start must be an integer >= 5"):
         pt.Tuner(twin_board(), reference, 30.0, start=2)
+
+
+def test_settled_means_the_pick_runs_not_only_that_it_is_decided(reference):
+    """A pick decided at a step's end runs from the next step on: until then the tuner is
+    not settled (a caller counting steps at the pick would count one at the last probe)."""
+    board, job = twin_board(), Job()
+    grid = board.device.profiling_grid()
+    few = grid[grid.gpu_mhz.isin([318.75, 624.75, 930.75])].groupby("gpu_mhz").head(1)
+    tuner = pt.Tuner(board, reference, 30.0, candidates=few.assign(batch_size=16), minibatches=5)
+    while tuner.phase != "settled":
+        with tuner.step():
+            job.step()
+    pick = tuner.summary().config["gpu_mhz"]
+    assert tuner.config["gpu_mhz"] != pick  # the last probe was not the pick here
+    assert not tuner.settled
+    with tuner.step():
+        job.step()
+    assert tuner.settled and tuner.config["gpu_mhz"] == pick
+    tuner.close()

@@ -349,16 +349,16 @@ class Tuner(TunerLoop):
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
-        if kind is not None:
-            self.abort()
-        else:
-            self.close()
+        self.abort() if kind is not None else self.close()
 
     # ------------------------------------------------------------- results --
     @property
     def settled(self) -> bool:
-        """True once the tuner runs its pick under the current cap."""
-        return self.phase == "settled" or (self.phase == "closed" and self._pick is not None)
+        """True once its pick runs under the current cap (applied by a step, not just decided)."""
+        ready = self._pending is None and self._apply is None
+        return (self.phase == "settled" and ready) or (
+            self.phase == "closed" and self._pick is not None
+        )
 
     @property
     def config(self) -> dict | None:
