@@ -249,8 +249,7 @@ class Tuner(TunerLoop):
 
     @property
     def batch_size(self) -> int | None:
-        """The batch size the current configuration wants (None before the first step
-        when no single size was given)."""
+        """The current configuration's batch size (None before the first step of several)."""
         if self.phase == "idle":
             self._prepare()
         idx = self._apply if self._apply is not None else self._current
@@ -331,8 +330,7 @@ class Tuner(TunerLoop):
     def close(self) -> TunerSummary:
         """Restore the board and return the summary (idempotent)."""
         if self.phase != "closed":
-            was = self.phase
-            self.phase = "closed"
+            was, self.phase = self.phase, "closed"
             atexit.unregister(self.close)
             try:
                 if self.board is not None and was not in ("idle", "inert"):
@@ -349,16 +347,18 @@ class Tuner(TunerLoop):
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
-        self.abort() if kind is not None else self.close()
+        if kind is not None:
+            self.abort()
+        else:
+            self.close()
 
     # ------------------------------------------------------------- results --
     @property
     def settled(self) -> bool:
         """True once its pick runs under the current cap (applied by a step, not just decided)."""
-        ready = self._pending is None and self._apply is None
-        return (self.phase == "settled" and ready) or (
-            self.phase == "closed" and self._pick is not None
-        )
+        if self.phase == "closed":
+            return self._pick is not None
+        return self.phase == "settled" and self._pending is None and self._apply is None
 
     @property
     def config(self) -> dict | None:
